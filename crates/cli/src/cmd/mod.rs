@@ -1,0 +1,19 @@
+//! One module per verb; `common` holds the options and helpers they share.
+
+pub mod benchmark;
+pub mod close;
+pub mod common;
+pub mod dump;
+pub mod format;
+pub mod header_backup;
+pub mod header_restore;
+pub mod isluks;
+pub mod kdf_opts;
+pub mod keyslot_add;
+pub mod keyslot_change;
+pub mod keyslot_kill;
+pub mod keyslot_list;
+pub mod keyslot_remove;
+pub mod open;
+pub mod serve;
+pub mod status;

@@ -1,0 +1,216 @@
+//! Daemonizing `open`: fork while single-threaded, a readiness pipe from
+//! the child to the parent (errors in the child become the parent's exit
+//! code), setsid, standard streams detached, and signal handling by
+//! `sigwait` on a dedicated thread.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::Path;
+
+use crate::exit::{CliError, CliResult, Code};
+
+/// The child's end of the readiness pipe.
+pub struct Notifier(File);
+
+impl Notifier {
+    /// Tells the parent the volume is served.
+    pub fn ready(mut self) {
+        let _ = self.0.write_all(b"OK\n");
+    }
+
+    /// Sends an error to the parent, which exits with its code.
+    pub fn fail(mut self, e: &CliError) {
+        let clean = |s: &str| s.replace(['\t', '\n'], " ");
+        let line = format!(
+            "ERR\t{}\t{}\t{}\t{}\n",
+            e.code.as_i32(),
+            clean(&e.what),
+            clean(&e.place),
+            clean(&e.hint)
+        );
+        let _ = self.0.write_all(line.as_bytes());
+    }
+}
+
+/// Which side of the fork we are on.
+pub enum Forked {
+    /// The original process: the child's pid and the pipe's read end.
+    Parent {
+        /// The daemon's pid.
+        child: i32,
+        /// Read end of the readiness pipe.
+        rx: File,
+    },
+    /// The daemon.
+    Child(Notifier),
+}
+
+/// Number of threads of this process (from /proc/self/status).
+pub fn thread_count() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse().ok()))
+                .flatten()
+        })
+        .unwrap_or(1)
+}
+
+/// Forks. Must be called while the process has one thread: the child
+/// continues with only the calling thread.
+pub fn fork() -> CliResult<Forked> {
+    let threads = thread_count();
+    if threads != 1 {
+        return Err(CliError::new(
+            Code::Unexpected,
+            format!("cannot fork the daemon: the process has {threads} threads"),
+            "open",
+            "use --foreground, and please report this bug",
+        ));
+    }
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(CliError::new(Code::Daemon, format!("cannot create a pipe: {e}"), "open", "retry"));
+    }
+    // SAFETY: the process is single-threaded (checked above), so the child
+    // may continue running Rust code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: closing the descriptors pipe2 just returned.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        return Err(CliError::new(Code::Daemon, format!("cannot fork: {e}"), "open", "free some memory or processes and retry"));
+    }
+    if pid == 0 {
+        // SAFETY: closing our copy of the read end; fds[1] is owned by the File.
+        unsafe { libc::close(fds[0]) };
+        // SAFETY: fds[1] is a valid descriptor we own from here on.
+        let tx = unsafe { File::from_raw_fd(fds[1]) };
+        return Ok(Forked::Child(Notifier(tx)));
+    }
+    // SAFETY: closing the parent's copy of the write end.
+    unsafe { libc::close(fds[1]) };
+    // SAFETY: fds[0] is a valid descriptor we own from here on.
+    let rx = unsafe { File::from_raw_fd(fds[0]) };
+    Ok(Forked::Parent { child: pid, rx })
+}
+
+/// In the child: a new session, standard input and output on /dev/null,
+/// standard error appended to `log`.
+pub fn detach_stdio(log: &Path) {
+    // SAFETY: setsid has no memory-safety preconditions.
+    unsafe { libc::setsid() };
+    if let Ok(null) = OpenOptions::new().read(true).write(true).open("/dev/null") {
+        // SAFETY: dup2 onto the standard descriptors from a valid fd.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 0);
+            libc::dup2(null.as_raw_fd(), 1);
+        }
+    }
+    if let Ok(f) = OpenOptions::new().create(true).append(true).open(log) {
+        // SAFETY: as above.
+        unsafe { libc::dup2(f.as_raw_fd(), 2) };
+    }
+}
+
+/// In the parent: waits for the child's readiness line. `Ok` when it
+/// serves; its error otherwise (exit 7 if it died without a word).
+pub fn wait_ready(mut rx: File, log: &Path) -> CliResult<()> {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 256];
+    loop {
+        match rx.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&b[..n]);
+                if buf.contains(&b'\n') {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let line = text.lines().next().unwrap_or("");
+    if line == "OK" {
+        return Ok(());
+    }
+    let parts: Vec<&str> = line.split('\t').collect();
+    if parts.len() == 5 && parts[0] == "ERR" {
+        let code = Code::from_i32(parts[1].parse().unwrap_or(8));
+        return Err(CliError::new(code, parts[2], parts[3], parts[4]));
+    }
+    let tail = std::fs::read_to_string(log)
+        .ok()
+        .map(|s| s.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
+        .unwrap_or_default();
+    Err(CliError::new(
+        Code::Daemon,
+        format!("the daemon died before serving the volume{}", if tail.is_empty() { String::new() } else { format!(": {tail}") }),
+        log.display().to_string(),
+        "run with --foreground to see its errors",
+    ))
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and the threads it
+/// starts later), so that [`wait_signal`] receives them.
+pub fn block_signals() {
+    let set = signal_set();
+    // SAFETY: set is an initialized sigset_t; old mask not wanted.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits for SIGTERM, SIGINT or SIGHUP (blocked with [`block_signals`]);
+/// returns its number.
+pub fn wait_signal() -> i32 {
+    let set = signal_set();
+    let mut sig = 0;
+    loop {
+        // SAFETY: set is initialized; sig is a valid out-pointer.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            return sig;
+        }
+    }
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, initialized by sigemptyset.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid sigset_t.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+    }
+    set
+}
+
+/// Sends SIGTERM to `pid` and waits up to `secs` seconds for it to go.
+/// Returns whether it is gone.
+pub fn terminate(pid: i32, secs: u64) -> bool {
+    if pid <= 0 || !crate::state::pid_alive(pid) {
+        return true;
+    }
+    // SAFETY: kill with a positive pid and a valid signal.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let steps = secs * 20;
+    for _ in 0..steps {
+        // Reap it if it is our own child (the parent of a failed open).
+        // SAFETY: waitpid with WNOHANG on a pid; status pointer may be null.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        if !crate::state::pid_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}

@@ -1,0 +1,268 @@
+//! The record of open volumes: one directory per NAME under the run
+//! directory (`/run/cryptkeep`, or `$CRYPTKEEP_RUN_DIR`), holding
+//! `state.json`, the daemon's log and the FUSE mountpoint `fuse/`.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::exit::{CliError, CliResult, Code};
+
+/// Environment variable overriding the run directory.
+pub const RUN_DIR_ENV: &str = "CRYPTKEEP_RUN_DIR";
+/// The default run directory.
+pub const DEFAULT_RUN_DIR: &str = "/run/cryptkeep";
+
+/// What `state.json` holds for an open volume (also `status --json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// The name given to `open`.
+    pub name: String,
+    /// The volume (data device or image file), canonical path.
+    pub volume: String,
+    /// The detached header file, if any.
+    pub header: Option<String>,
+    /// The loop device, once attached.
+    pub device: Option<String>,
+    /// The FUSE file holding the decrypted data segment.
+    pub file: String,
+    /// "luks1" or "luks2".
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The dm-crypt cipher spec, e.g. "aes-xts-plain64".
+    pub cipher: String,
+    /// Volume key size in bits.
+    pub key_size: u32,
+    /// Encryption sector size in bytes.
+    pub sector_size: u32,
+    /// Opened read-only.
+    pub read_only: bool,
+    /// The daemon serving the FUSE file (or the opener, while opening).
+    pub pid: i32,
+    /// Where `open --mount` mounted the file system.
+    pub mountpoint: Option<String>,
+    /// The LUKS UUID.
+    #[serde(default)]
+    pub uuid: String,
+    /// Size of the decrypted data in bytes.
+    #[serde(default)]
+    pub size: u64,
+}
+
+impl State {
+    /// The state as JSON for `status --json`, with "daemon_alive".
+    pub fn to_status_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert("daemon_alive".into(), serde_json::Value::Bool(self.daemon_alive()));
+        }
+        v
+    }
+
+    /// Whether the recorded process still runs.
+    pub fn daemon_alive(&self) -> bool {
+        pid_alive(self.pid)
+    }
+}
+
+/// Whether a process with this pid exists (and is not a zombie).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    // A zombie (exited, not yet reaped) counts as gone.
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// The run directory: `$CRYPTKEEP_RUN_DIR` or `/run/cryptkeep`.
+pub fn run_dir() -> PathBuf {
+    std::env::var_os(RUN_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR))
+}
+
+/// The directory of one NAME.
+pub fn name_dir(name: &str) -> PathBuf {
+    run_dir().join(name)
+}
+
+/// The FUSE mountpoint of one NAME.
+pub fn fuse_dir(name: &str) -> PathBuf {
+    name_dir(name).join("fuse")
+}
+
+/// The daemon's log of one NAME.
+pub fn log_path(name: &str) -> PathBuf {
+    name_dir(name).join("daemon.log")
+}
+
+fn state_path(name: &str) -> PathBuf {
+    name_dir(name).join("state.json")
+}
+
+/// Checks that NAME is usable as a directory name (like a dm name).
+pub fn check_name(name: &str) -> CliResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::usage(
+            format!("invalid name {name:?}"),
+            "NAME",
+            "use 1-64 characters from A-Z a-z 0-9 _ - . + (not starting with a dot)",
+        ))
+    }
+}
+
+/// Reads the state of NAME; `None` if NAME has no record.
+pub fn load(name: &str) -> CliResult<Option<State>> {
+    let p = state_path(name);
+    match fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            CliError::new(
+                Code::Corrupt,
+                format!("unreadable state record: {e}"),
+                p.display().to_string(),
+                format!("remove it if no daemon serves {name}: cryptkeep close {name}"),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::io("cannot read the state record", p.display().to_string(), &e)),
+    }
+}
+
+/// Writes the state of NAME atomically (temporary file + rename).
+pub fn save(st: &State) -> CliResult<()> {
+    let p = state_path(&st.name);
+    let tmp = p.with_extension(format!("json.{}", std::process::id()));
+    let body = serde_json::to_vec_pretty(st).unwrap_or_default();
+    fs::write(&tmp, body)
+        .and_then(|_| fs::rename(&tmp, &p))
+        .map_err(|e| CliError::io("cannot write the state record", p.display().to_string(), &e))
+}
+
+/// All recorded NAMEs with their state, sorted by name.
+pub fn list() -> CliResult<Vec<State>> {
+    let dir = run_dir();
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CliError::io("cannot list open volumes", dir.display().to_string(), &e)),
+    };
+    let mut out = Vec::new();
+    for ent in rd.flatten() {
+        let Some(name) = ent.file_name().to_str().map(str::to_owned) else { continue };
+        if name.starts_with('.') || !ent.path().is_dir() {
+            continue;
+        }
+        if let Ok(Some(st)) = load(&name) {
+            out.push(st);
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Creates the run directory (mode 0700).
+pub fn ensure_run_dir() -> CliResult<PathBuf> {
+    let dir = run_dir();
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| CliError::io("cannot create the run directory", dir.display().to_string(), &e))?;
+    Ok(dir)
+}
+
+/// An exclusive lock on the run directory (flock on `.lock`), held while
+/// a NAME is claimed or released; dropped = unlocked.
+pub struct RunLock(#[allow(dead_code)] File);
+
+/// Takes the run-directory lock, waiting for other cryptkeep commands.
+pub fn lock() -> CliResult<RunLock> {
+    let dir = ensure_run_dir()?;
+    let p = dir.join(".lock");
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(|e| CliError::io("cannot open the lock file", p.display().to_string(), &e))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(CliError::io("cannot lock the run directory", p.display().to_string(), &e));
+    }
+    Ok(RunLock(f))
+}
+
+/// Removes NAME's directory: the known files and the (unmounted) FUSE
+/// mountpoint only — never recursing into a mount.
+pub fn remove(name: &str) {
+    let d = name_dir(name);
+    for f in ["state.json", "daemon.log"] {
+        let _ = fs::remove_file(d.join(f));
+    }
+    if let Ok(rd) = fs::read_dir(&d) {
+        for ent in rd.flatten() {
+            let n = ent.file_name();
+            if n.to_string_lossy().starts_with("state.json.") {
+                let _ = fs::remove_file(ent.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(d.join("fuse"));
+    let _ = fs::remove_dir(&d);
+}
+
+/// Canonical form of a path for comparing volumes (the path itself if it
+/// cannot be resolved).
+pub fn canonical(p: &Path) -> String {
+    fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(check_name("vol1").is_ok());
+        assert!(check_name("a.b-c_d+e").is_ok());
+        for bad in ["", ".", "..", ".hidden", "a/b", "a b", &"x".repeat(65)] {
+            assert_eq!(check_name(bad).unwrap_err().code, Code::Usage, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn own_pid_alive_and_bogus_dead() {
+        assert!(pid_alive(std::process::id() as i32));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(i32::MAX));
+    }
+}

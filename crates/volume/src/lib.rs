@@ -1,0 +1,36 @@
+//! cryptkeep's sector engine: byte-range reads and writes on the decrypted
+//! data segment of a LUKS (or plain dm-crypt) volume, turned into batches of
+//! whole sectors for a [`SectorCrypt`], with dm-crypt's semantics.
+//!
+//! - [`SectorCrypt`] is the seam to whoever holds the key: [`InlineCrypt`]
+//!   (key in this process, IV = `sector * (sector_size / 512) + iv_tweak`,
+//!   as dm-crypt without `iv_large_sectors`, which is how cryptsetup sets up
+//!   LUKS1 and LUKS2) or the keep (a separate key process).
+//! - [`Engine`] maps a request onto sectors: one `pread`/`pwrite` per
+//!   request into/out of one buffer; partial sectors at the edges of a write
+//!   are read-modify-written under a striped sector lock; large requests are
+//!   split over the cores ([`ParallelConfig`]); writes encrypt into a
+//!   per-thread scratch buffer, never into the caller's buffer; reads stop
+//!   short at the end of the volume, writes past it fail; read-only volumes
+//!   refuse writes; [`Engine::discard`] punches holes for whole sectors;
+//!   [`Engine::flush`] is `fdatasync`.
+//! - [`Error`] carries what failed and where; [`Error::errno`] gives the
+//!   errno for FUSE and NBD.
+
+mod crypt;
+mod engine;
+mod error;
+mod inline;
+mod io;
+mod locks;
+mod maintain;
+mod parallel;
+mod read;
+mod scratch;
+mod write;
+
+pub use crypt::SectorCrypt;
+pub use engine::Engine;
+pub use error::Error;
+pub use inline::{InlineCrypt, IV_SECTOR};
+pub use parallel::{ParallelConfig, Parallelism};

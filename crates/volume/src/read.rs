@@ -1,0 +1,38 @@
+//! [`Engine::read_at`]: one `pread`, then sector decryption over the cores.
+
+use crate::engine::{Dir, Engine};
+use crate::io::read_exact;
+use crate::scratch::with_scratch;
+use crate::Error;
+
+impl Engine {
+    /// Reads decrypted bytes at byte `off` of the data segment into `buf`.
+    /// Returns the number of bytes read: `buf.len()` unless the request
+    /// reaches the end of the volume (0 at or past the end).
+    ///
+    /// Sector-aligned requests are read and decrypted in place in `buf`;
+    /// others go through this thread's scratch buffer.
+    pub fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize, Error> {
+        if off >= self.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(self.size - off) as usize;
+        let ss = self.sector_size as u64;
+        let first = off / ss;
+        let end = off + len as u64;
+        if off % ss == 0 && end % ss == 0 {
+            let out = &mut buf[..len];
+            read_exact(&self.file, out, self.data_offset + off)?;
+            self.crypt_run(Dir::Decrypt, first, out)?;
+            return Ok(len);
+        }
+        let span = (end.div_ceil(ss) - first) * ss;
+        with_scratch(span as usize, |sc| {
+            read_exact(&self.file, sc, self.data_offset + first * ss)?;
+            self.crypt_run(Dir::Decrypt, first, sc)?;
+            let skip = (off - first * ss) as usize;
+            buf[..len].copy_from_slice(&sc[skip..skip + len]);
+            Ok(len)
+        })
+    }
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Block-path benchmark (issue 2, seed 000's measures): fio sequential write/read
+# (bs=1M, iodepth=64, libaio, 2 jobs, direct), dd bs=100M count=1 conv=fdatasync
+# into ext4, and hdparm -t, on three loop devices over files on one tmpfs:
+#   cryptkeep  - cryptkeep's FUSE volume file, direct-I/O loop (what `cryptkeep open` makes)
+#   bindfs     - a plain file through a bindfs FUSE passthrough, direct-I/O loop (the ceiling)
+#   gocryptfs  - a file inside a gocryptfs mount, loop device (a user-space encrypted peer)
+# All in the same run, interleaved, REPS times; prints the medians as a Markdown table
+# and cryptkeep's ratio to each peer.
+# usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline]
+set -euo pipefail
+reps=3; size_mib=1024; keep_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) reps=$2; shift 2;;
+    --size) size_mib=$2; shift 2;;
+    --keep) keep_args=(--keep "$2"); shift 2;;
+    *) echo "bench-block: unknown argument $1" >&2; exit 1;;
+  esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+ck=$root/target/release/cryptkeep
+[ -x "$ck" ] || { echo "bench-block: build first: cargo build --release" >&2; exit 1; }
+for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4; do
+  command -v $t >/dev/null || { echo "bench-block: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
+done
+
+w=$(mktemp -d /tmp/ck-bench.XXXXXX)
+export CRYPTKEEP_RUN_DIR=$w/run
+loops=(); mounts=()
+cleanup() {
+  set +e
+  for m in $w/mnt-*; do mountpoint -q "$m" && umount "$m"; done
+  for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
+  "$ck" close bench >/dev/null 2>&1
+  for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null; done
+  mountpoint -q $w/tmpfs && umount -l $w/tmpfs
+  rm -rf "$w"
+}
+trap cleanup EXIT
+mkdir -p $w/tmpfs $w/run
+mount -t tmpfs -o size=$((size_mib * 3 + 512))M tmpfs $w/tmpfs
+t=$w/tmpfs
+
+# cryptkeep
+printf 'bench' > $w/pass
+"$ck" format $t/ck.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+  --key-file $w/pass --batch-mode >/dev/null
+ck_dev=$("$ck" open $t/ck.img bench --key-file $w/pass "${keep_args[@]}")
+# bindfs passthrough of a plain file
+mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
+bindfs $t/plain $w/bindfs; mounts+=($w/bindfs)
+bind_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/bindfs/file); loops+=($bind_dev)
+# gocryptfs
+mkdir -p $t/gcipher $w/gplain
+gocryptfs -q -init -scryptn 10 -passfile $w/pass $t/gcipher >/dev/null
+gocryptfs -q -passfile $w/pass $t/gcipher $w/gplain; mounts+=($w/gplain)
+truncate -s ${size_mib}M $w/gplain/file
+goc_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/gplain/file 2>/dev/null || losetup -f --show $w/gplain/file)
+loops+=($goc_dev)
+
+fio_run() { # dev rw -> MiB/s
+  fio --name=b --filename=$1 --rw=$2 --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
+    --offset_increment=$((size_mib / 2))M --size=$((size_mib / 2))M --runtime=10 --group_reporting \
+    --output-format=json 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin)['jobs'][0]; \
+print(round((j['write']['bw'] if '$2'=='write' else j['read']['bw'])/1024))"
+}
+dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
+  local m=$w/mnt-dd
+  mkfs.ext4 -q -F $1; mkdir -p $m; mount $1 $m
+  local s e; s=$(date +%s.%N)
+  dd if=/dev/zero of=$m/tempfile bs=100M count=1 conv=fdatasync 2>/dev/null
+  e=$(date +%s.%N); umount $m
+  python3 -c "print(round(100/($e-$s)))"
+}
+hdparm_run() { hdparm -t $1 | awk '/Timing/ {print $(NF-1)}'; }
+
+declare -A res
+for r in $(seq 1 $reps); do
+  for target in cryptkeep bindfs gocryptfs; do
+    case $target in cryptkeep) d=$ck_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; esac
+    res[$target,write]+="$(fio_run $d write) "
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    res[$target,read]+="$(fio_run $d read) "
+    res[$target,dd]+="$(dd_run $d) "
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    res[$target,hdparm]+="$(hdparm_run $d) "
+  done
+  echo "bench-block: rep $r/$reps done" >&2
+done
+med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync [MiB/s] | hdparm -t [MB/s] |"
+echo "|---|---|---|---|---|"
+declare -A m
+for target in cryptkeep bindfs gocryptfs; do
+  row="| $target"
+  for k in write read dd hdparm; do m[$target,$k]=$(echo "${res[$target,$k]}" | med); row+=" | ${m[$target,$k]}"; done
+  echo "$row |"
+done
+for peer in bindfs gocryptfs; do
+  row="| cryptkeep / $peer"
+  for k in write read dd hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
+  echo "$row |"
+done
+echo "(medians of $reps interleaved runs; $size_mib MiB devices on one tmpfs; $(nproc) cores)"

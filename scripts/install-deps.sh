@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every system package cryptkeep's demo, tests and benchmarks use, on Debian.
+# Idempotent: packages already present are skipped quickly. Needs root (apt-get).
+set -euo pipefail
+pkgs=(
+  build-essential pkg-config cmake clang    # aws-lc-sys builds C code
+  fuse3                                      # fusermount3, /dev/fuse users
+  util-linux e2fsprogs                       # losetup, mount, mkfs.ext4, e2fsck
+  cryptsetup-bin                             # oracle: luksFormat/luksDump/--test-passphrase on image files
+  qemu-utils                                 # oracle: qemu-img LUKS1
+  qemu-system-x86 linux-image-amd64 busybox-static   # the kernel harness (tests/kernel)
+  gocryptfs                                  # overlay oracle
+  fio bindfs hdparm openssl                  # benchmarks and their peers
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+modprobe loop 2>/dev/null || true
+modprobe fuse 2>/dev/null || true
