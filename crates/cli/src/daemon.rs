@@ -74,7 +74,12 @@ pub fn fork() -> CliResult<Forked> {
     // SAFETY: fds is a valid array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(CliError::new(Code::Daemon, format!("cannot create a pipe: {e}"), "open", "retry"));
+        return Err(CliError::new(
+            Code::Daemon,
+            format!("cannot create a pipe: {e}"),
+            "open",
+            "retry",
+        ));
     }
     // SAFETY: the process is single-threaded (checked above), so the child
     // may continue running Rust code after fork.
@@ -86,7 +91,12 @@ pub fn fork() -> CliResult<Forked> {
             libc::close(fds[0]);
             libc::close(fds[1]);
         }
-        return Err(CliError::new(Code::Daemon, format!("cannot fork: {e}"), "open", "free some memory or processes and retry"));
+        return Err(CliError::new(
+            Code::Daemon,
+            format!("cannot fork: {e}"),
+            "open",
+            "free some memory or processes and retry",
+        ));
     }
     if pid == 0 {
         // SAFETY: closing our copy of the read end; fds[1] is owned by the File.
@@ -154,7 +164,14 @@ pub fn wait_ready(mut rx: File, log: &Path) -> CliResult<()> {
         .unwrap_or_default();
     Err(CliError::new(
         Code::Daemon,
-        format!("the daemon died before serving the volume{}", if tail.is_empty() { String::new() } else { format!(": {tail}") }),
+        format!(
+            "the daemon died before serving the volume{}",
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {tail}")
+            }
+        ),
         log.display().to_string(),
         "run with --foreground to see its errors",
     ))

@@ -92,7 +92,11 @@ impl CliError {
     }
 
     /// A wrong-parameter error (exit 1).
-    pub fn usage(what: impl Into<String>, place: impl Into<String>, hint: impl Into<String>) -> Self {
+    pub fn usage(
+        what: impl Into<String>,
+        place: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
         Self::new(Code::Usage, what, place, hint)
     }
 
@@ -102,7 +106,10 @@ impl CliError {
         let what = format!("{}: {}", what.into(), e);
         let (code, hint) = match e.kind() {
             K::NotFound => (Code::NotFound, "check the path"),
-            K::PermissionDenied => (Code::Permission, "run as root or fix the file's permissions"),
+            K::PermissionDenied => (
+                Code::Permission,
+                "run as root or fix the file's permissions",
+            ),
             K::AlreadyExists => (Code::Busy, "remove it or choose another path"),
             K::OutOfMemory => (Code::NoMemory, "free some memory and retry"),
             K::UnexpectedEof => (
@@ -173,6 +180,19 @@ pub fn from_luks(e: cryptkeep_luks::Error, place: &str) -> CliError {
             place,
             "pick an active keyslot: cryptkeep keyslot list VOLUME",
         ),
+        E::KeyslotActive(_) => CliError::new(
+            Code::Usage,
+            what,
+            place,
+            "that keyslot is in use; leave out --key-slot to take a free one (cryptkeep keyslot list VOLUME)",
+        ),
+        E::InvalidArgument(_) => CliError::new(Code::Usage, what, place, "check the options: cryptkeep VERB --help"),
+        E::WrongVolumeKey => CliError::new(
+            Code::Permission,
+            what,
+            place,
+            "the volume key does not match this header's digest",
+        ),
         E::UnmetRequirement(_) | E::Unsupported(_) => CliError::new(
             Code::Corrupt,
             what,
@@ -189,6 +209,7 @@ pub fn from_crypto(e: &cryptkeep_crypto::Error, place: &str) -> CliError {
     use cryptkeep_crypto::Error as E;
     let what = e.to_string();
     match e {
+        E::UnsupportedHash(_) => CliError::new(Code::Usage, what, place, "use sha1, sha256 or sha512"),
         E::UnsupportedCipher(_) | E::InvalidKeySize { .. } => CliError::new(
             Code::Usage,
             what,

@@ -27,7 +27,12 @@ fn run(cmd: &mut Command, code: Code, what: &str, place: &str, hint: &str) -> Cl
         return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
     }
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Err(CliError::new(code, format!("{what}: {shown} failed: {err}"), place, hint))
+    Err(CliError::new(
+        code,
+        format!("{what}: {shown} failed: {err}"),
+        place,
+        hint,
+    ))
 }
 
 /// Attaches `file` to a free loop device with direct I/O and the volume's
@@ -76,7 +81,9 @@ pub fn detach(dev: &str) -> CliResult<()> {
 pub fn backing_file(dev: &str) -> Option<String> {
     let base = Path::new(dev).file_name()?.to_str()?;
     let p = format!("/sys/block/{base}/loop/backing_file");
-    std::fs::read_to_string(p).ok().map(|s| s.trim_end().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim_end().to_string())
 }
 
 /// One line of /proc/self/mountinfo: (mount source, mount point).
@@ -169,7 +176,13 @@ pub fn fuse_unmount(dir: &Path, lazy: bool) -> CliResult<()> {
     let mut c = Command::new("fusermount3");
     c.arg(if lazy { "-uz" } else { "-u" }).arg(dir);
     let place = dir.display().to_string();
-    match run(&mut c, Code::Daemon, "cannot unmount the FUSE file", &place, "retry: cryptkeep close NAME") {
+    match run(
+        &mut c,
+        Code::Daemon,
+        "cannot unmount the FUSE file",
+        &place,
+        "retry: cryptkeep close NAME",
+    ) {
         Ok(_) => Ok(()),
         Err(e) => {
             let flags = if lazy { libc::MNT_DETACH } else { 0 };

@@ -18,10 +18,12 @@ use cmd::*;
 /// cryptkeep: LUKS volumes without device-mapper (FUSE file + loop device).
 #[derive(Parser, Debug)]
 #[command(name = "cryptkeep", version, about, propagate_version = true)]
-#[command(after_help = "Exit codes: 0 ok, 1 wrong parameters, 2 no permission or bad passphrase, \
+#[command(
+    after_help = "Exit codes: 0 ok, 1 wrong parameters, 2 no permission or bad passphrase, \
 3 out of memory, 4 wrong device or file (not found, not LUKS, unknown name), \
 5 already exists or busy, 6 corrupt or unsupported header, 7 daemon/FUSE/loop failure, 8 unexpected.\n\
-Run directory: $CRYPTKEEP_RUN_DIR or /run/cryptkeep.")]
+Run directory: $CRYPTKEEP_RUN_DIR or /run/cryptkeep."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,12 +104,20 @@ fn run(cli: Cli) -> exit::CliResult {
         Command::Status(a) => status::run(a),
         Command::Dump(a) => dump::run(a),
         Command::Keyslot(KeyslotCmd::Add(a)) | Command::LuksAddKey(a) => keyslot_add::run(a),
-        Command::Keyslot(KeyslotCmd::Remove(a)) | Command::LuksRemoveKey(a) => keyslot_remove::run(a),
-        Command::Keyslot(KeyslotCmd::Change(a)) | Command::LuksChangeKey(a) => keyslot_change::run(a),
+        Command::Keyslot(KeyslotCmd::Remove(a)) | Command::LuksRemoveKey(a) => {
+            keyslot_remove::run(a)
+        }
+        Command::Keyslot(KeyslotCmd::Change(a)) | Command::LuksChangeKey(a) => {
+            keyslot_change::run(a)
+        }
         Command::Keyslot(KeyslotCmd::List(a)) => keyslot_list::run(a),
         Command::LuksKillSlot(a) => keyslot_kill::run(a),
-        Command::Header(HeaderCmd::Backup(a)) | Command::LuksHeaderBackup(a) => header_backup::run(a),
-        Command::Header(HeaderCmd::Restore(a)) | Command::LuksHeaderRestore(a) => header_restore::run(a),
+        Command::Header(HeaderCmd::Backup(a)) | Command::LuksHeaderBackup(a) => {
+            header_backup::run(a)
+        }
+        Command::Header(HeaderCmd::Restore(a)) | Command::LuksHeaderRestore(a) => {
+            header_restore::run(a)
+        }
         Command::Benchmark(a) => benchmark::run(a),
         Command::IsLuks(a) => isluks::run(a),
     }

@@ -38,14 +38,6 @@ pub struct KeySource {
 }
 
 impl KeySource {
-    /// A source reading the given key file.
-    pub fn file(path: Option<PathBuf>) -> Self {
-        KeySource {
-            key_file: path,
-            ..Default::default()
-        }
-    }
-
     /// Reads the passphrase: from the key file if set, else prompts with
     /// `prompt` (and asks again to verify when `verify` and on a terminal).
     pub fn read(&self, prompt: &str, verify: bool) -> CliResult<Passphrase> {
@@ -84,7 +76,9 @@ pub fn read_key_file(path: &Path, offset: u64, size: Option<u64>) -> CliResult<P
     let mut reader: Box<dyn Read> = if path == Path::new("-") {
         Box::new(StdinRaw)
     } else {
-        Box::new(File::open(path).map_err(|e| CliError::io("cannot open the key file", &shown, &e))?)
+        Box::new(
+            File::open(path).map_err(|e| CliError::io("cannot open the key file", &shown, &e))?,
+        )
     };
     // Skip the offset by reading (works for pipes too).
     let mut skip = offset;
@@ -125,7 +119,10 @@ pub fn read_key_file(path: &Path, offset: u64, size: Option<u64>) -> CliResult<P
         if (out.len() as u64) < s {
             return Err(CliError::new(
                 Code::Permission,
-                format!("the key file ended after {} of the {s} bytes asked by --keyfile-size", out.len()),
+                format!(
+                    "the key file ended after {} of the {s} bytes asked by --keyfile-size",
+                    out.len()
+                ),
                 shown,
                 "check --keyfile-size and --keyfile-offset",
             ));
@@ -186,7 +183,10 @@ pub fn confirm(question: &str, place: &str, batch: bool) -> CliResult<()> {
     }
     if !stdin_is_tty() {
         return Err(CliError::usage(
-            format!("refused without confirmation: {}", question.lines().next().unwrap_or(question)),
+            format!(
+                "refused without confirmation: {}",
+                question.lines().next().unwrap_or(question)
+            ),
             place,
             "standard input is not a terminal to confirm on; add --batch-mode (-q) to proceed",
         ));
@@ -197,7 +197,11 @@ pub fn confirm(question: &str, place: &str, batch: bool) -> CliResult<()> {
     if answer.as_slice() == b"YES" {
         Ok(())
     } else {
-        Err(CliError::usage("operation aborted", place, "answer YES to proceed"))
+        Err(CliError::usage(
+            "operation aborted",
+            place,
+            "answer YES to proceed",
+        ))
     }
 }
 
@@ -223,7 +227,7 @@ fn read_line_stdin() -> CliResult<Passphrase> {
         }
         grow_secret(&mut out, &b);
     }
-    b[0] = 0;
+    zeroize::Zeroize::zeroize(&mut b);
     Ok(out)
 }
 

@@ -10,7 +10,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("size {s:?} does not start with a number (e.g. 256M, 1G, 1048576)"));
+        return Err(format!(
+            "size {s:?} does not start with a number (e.g. 256M, 1G, 1048576)"
+        ));
     }
     let n: u64 = num
         .parse()

@@ -57,7 +57,10 @@ impl State {
     pub fn to_status_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let serde_json::Value::Object(m) = &mut v {
-            m.insert("daemon_alive".into(), serde_json::Value::Bool(self.daemon_alive()));
+            m.insert(
+                "daemon_alive".into(),
+                serde_json::Value::Bool(self.daemon_alive()),
+            );
         }
         v
     }
@@ -149,7 +152,11 @@ pub fn load(name: &str) -> CliResult<Option<State>> {
             )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(CliError::io("cannot read the state record", p.display().to_string(), &e)),
+        Err(e) => Err(CliError::io(
+            "cannot read the state record",
+            p.display().to_string(),
+            &e,
+        )),
     }
 }
 
@@ -169,11 +176,19 @@ pub fn list() -> CliResult<Vec<State>> {
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(CliError::io("cannot list open volumes", dir.display().to_string(), &e)),
+        Err(e) => {
+            return Err(CliError::io(
+                "cannot list open volumes",
+                dir.display().to_string(),
+                &e,
+            ))
+        }
     };
     let mut out = Vec::new();
     for ent in rd.flatten() {
-        let Some(name) = ent.file_name().to_str().map(str::to_owned) else { continue };
+        let Some(name) = ent.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
         if name.starts_with('.') || !ent.path().is_dir() {
             continue;
         }
@@ -192,7 +207,13 @@ pub fn ensure_run_dir() -> CliResult<PathBuf> {
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| CliError::io("cannot create the run directory", dir.display().to_string(), &e))?;
+        .map_err(|e| {
+            CliError::io(
+                "cannot create the run directory",
+                dir.display().to_string(),
+                &e,
+            )
+        })?;
     Ok(dir)
 }
 
@@ -213,7 +234,11 @@ pub fn lock() -> CliResult<RunLock> {
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(CliError::io("cannot lock the run directory", p.display().to_string(), &e));
+        return Err(CliError::io(
+            "cannot lock the run directory",
+            p.display().to_string(),
+            &e,
+        ));
     }
     Ok(RunLock(f))
 }

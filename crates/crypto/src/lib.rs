@@ -6,8 +6,11 @@
 //! [`Backend::Accelerated`] (aws-lc) and [`Backend::Portable`] (pure Rust).
 //! Nothing in this crate does I/O.
 
+pub mod aead;
 pub mod af;
 pub mod backend;
+pub mod bench;
+pub mod eme;
 pub mod error;
 pub mod hash;
 pub mod kdf;
@@ -19,7 +22,7 @@ pub mod spec;
 pub use backend::Backend;
 pub use error::Error;
 pub use hash::HashAlg;
-pub use kdf::Pbkdf;
+pub use kdf::{Pbkdf, PbkdfKind};
 pub use secret::SecretBytes;
 pub use sector::{new_sector_cipher, SectorCipher};
 pub use spec::CipherSpec;

@@ -166,7 +166,10 @@ mod tests {
             })
         };
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!got.load(Ordering::SeqCst), "exclusive claim went through a shared one");
+        assert!(
+            !got.load(Ordering::SeqCst),
+            "exclusive claim went through a shared one"
+        );
         drop(a);
         drop(_b);
         t.join().unwrap();

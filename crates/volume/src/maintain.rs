@@ -11,6 +11,31 @@ impl Engine {
         sync_data(&self.file)
     }
 
+    /// Writes zeros (encrypted, like any data) over `[off, off + len)`: what
+    /// `fallocate(FALLOC_FL_ZERO_RANGE)` and a block device's "write zeroes"
+    /// mean. Same errors as [`Engine::write_at`].
+    pub fn write_zeroes(&self, off: u64, len: u64) -> Result<(), Error> {
+        /// Zeros in .bss: no allocation per call.
+        static ZEROS: [u8; 256 * 1024] = [0; 256 * 1024];
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if off > self.size || len > self.size - off {
+            return Err(Error::OutOfRange {
+                offset: off,
+                len,
+                size: self.size,
+            });
+        }
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(ZEROS.len() as u64) as usize;
+            self.write_at(&ZEROS[..n], off + done)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
     /// Discards the whole sectors inside `[off, off + len)` by punching a
     /// hole in the backing store (`FALLOC_FL_PUNCH_HOLE | KEEP_SIZE`), like
     /// dm-crypt with `allow_discards` passes discards down. Partial sectors

@@ -227,7 +227,11 @@ impl Pool {
                 let mut st = self.pool.lock();
                 st.queue.retain(|&j| j != self.jref);
                 while self.entered.load(Ordering::Relaxed) > 0 {
-                    st = self.pool.done_cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st = self
+                        .pool
+                        .done_cv
+                        .wait(st)
+                        .unwrap_or_else(|p| p.into_inner());
                 }
             }
         }

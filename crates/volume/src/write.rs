@@ -75,6 +75,6 @@ impl Engine {
     fn read_sectors(&self, sector: u64, buf: &mut [u8]) -> Result<(), Error> {
         let pos = self.data_offset + sector * self.sector_size as u64;
         read_exact(&self.file, buf, pos)?;
-        self.crypt.decrypt(sector, buf)
+        self.decrypt_small(sector, buf)
     }
 }

@@ -36,7 +36,10 @@ fn read_only_refuses_writes_and_discards() {
     let mut b = [0u8; 14];
     ro.read_at(&mut b, 1000).unwrap();
     assert_eq!(&b, b"hello, sectors");
-    assert!(read_file(&path) == before, "read-only engine changed the file");
+    assert!(
+        read_file(&path) == before,
+        "read-only engine changed the file"
+    );
 }
 
 #[test]
@@ -47,7 +50,11 @@ fn writes_past_the_end_fail_and_write_nothing() {
     let g = geo(4096);
     let eng = engine(&path, &key, g, false, 0);
     let before = read_file(&path);
-    for (off, len) in [(g.data_size - 10, 11u64), (g.data_size, 1), (g.data_size + 4096, 4096)] {
+    for (off, len) in [
+        (g.data_size - 10, 11u64),
+        (g.data_size, 1),
+        (g.data_size + 4096, 4096),
+    ] {
         let e = eng.write_at(&vec![1u8; len as usize], off).unwrap_err();
         assert!(matches!(e, Error::OutOfRange { .. }), "{e}");
         assert_eq!(e.errno(), libc::ENOSPC);
@@ -79,15 +86,27 @@ fn discard_punches_whole_sectors_only() {
     eng.discard(off, end - off).unwrap();
     let raw = read_file(&path);
     let seg = &raw[g.data_offset as usize..];
-    assert!(seg[3 * 4096..100 * 4096].iter().all(|&b| b == 0), "hole not punched");
-    assert!(seg[2 * 4096..3 * 4096].iter().any(|&b| b != 0), "partial head sector discarded");
-    assert!(seg[100 * 4096..101 * 4096].iter().any(|&b| b != 0), "partial tail sector discarded");
+    assert!(
+        seg[3 * 4096..100 * 4096].iter().all(|&b| b == 0),
+        "hole not punched"
+    );
+    assert!(
+        seg[2 * 4096..3 * 4096].iter().any(|&b| b != 0),
+        "partial head sector discarded"
+    );
+    assert!(
+        seg[100 * 4096..101 * 4096].iter().any(|&b| b != 0),
+        "partial tail sector discarded"
+    );
     let blocks_after = std::fs::metadata(&path).unwrap().blocks();
     assert!(
         blocks_after + 97 * 8 <= blocks_before,
         "backing store still allocates the discarded sectors ({blocks_before} -> {blocks_after} blocks)"
     );
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), g.data_offset + g.data_size);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        g.data_offset + g.data_size
+    );
     let mut b = vec![0u8; 4096];
     eng.read_at(&mut b, 2 * 4096).unwrap();
     assert!(b[..] == plain[2 * 4096..3 * 4096]);
@@ -96,7 +115,8 @@ fn discard_punches_whole_sectors_only() {
     // Less than one whole sector: nothing happens.
     eng.discard(5 * 4096 + 1, 4096).unwrap();
     // Writing into a discarded area works as usual.
-    eng.write_at(&plain[50 * 4096..51 * 4096 + 7], 50 * 4096).unwrap();
+    eng.write_at(&plain[50 * 4096..51 * 4096 + 7], 50 * 4096)
+        .unwrap();
     let mut c = vec![0u8; 4096 + 7];
     eng.read_at(&mut c, 50 * 4096).unwrap();
     assert!(c[..] == plain[50 * 4096..51 * 4096 + 7]);
@@ -109,11 +129,26 @@ fn bad_geometry_is_refused() {
     std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
     let key = random_key();
     let open = |ss: usize, off: u64, size: u64| {
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        Engine::new(f, off, size, Arc::new(InlineCrypt::new(cipher(&key), ss, 0)), false)
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        Engine::new(
+            f,
+            off,
+            size,
+            Arc::new(InlineCrypt::new(cipher(&key), ss, 0)),
+            false,
+        )
     };
     assert!(open(4096, 0, 1 << 20).is_ok());
-    for (ss, off, size) in [(4096, 0, (1 << 20) - 512), (4096, 4096, 1 << 20), (1000, 0, 512_000), (8192, 0, 1 << 20)] {
+    for (ss, off, size) in [
+        (4096, 0, (1 << 20) - 512),
+        (4096, 4096, 1 << 20),
+        (1000, 0, 512_000),
+        (8192, 0, 1 << 20),
+    ] {
         match open(ss, off, size) {
             Err(e @ Error::Geometry(_)) => assert_eq!(e.errno(), libc::EINVAL),
             other => panic!("sector {ss}, offset {off}, size {size}: {other:?}"),

@@ -25,7 +25,11 @@ fn model_roundtrip(sector_size: usize, seed: u64) {
     let mut buf = vec![0u8; 1 << 20];
     for i in 0..400 {
         // Mostly small unaligned requests, some large ones that get split.
-        let max = if i % 5 == 0 { 1 << 20 } else { 3 * sector_size as u64 };
+        let max = if i % 5 == 0 {
+            1 << 20
+        } else {
+            3 * sector_size as u64
+        };
         let len = 1 + rng.below(max) as usize;
         let off = rng.below((size - len) as u64 + 1) as usize;
         if rng.below(2) == 0 {
@@ -53,7 +57,9 @@ fn model_roundtrip(sector_size: usize, seed: u64) {
     // Header and trailer bytes are untouched.
     let raw = read_file(&path);
     assert!(raw[..g.data_offset as usize].iter().all(|&b| b == 0xEE));
-    assert!(raw[g.data_offset as usize + size..].iter().all(|&b| b == 0xEE));
+    assert!(raw[g.data_offset as usize + size..]
+        .iter()
+        .all(|&b| b == 0xEE));
     // And the segment is not stored in clear.
     assert!(raw[g.data_offset as usize..][..size] != model[..]);
 }

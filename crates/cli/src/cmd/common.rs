@@ -98,7 +98,11 @@ pub fn open_file(path: &Path, write: bool, what: &str) -> CliResult<File> {
         .write(write)
         .open(path)
         .map_err(|e| {
-            let mut err = CliError::io(format!("cannot open the {what}"), path.display().to_string(), &e);
+            let mut err = CliError::io(
+                format!("cannot open the {what}"),
+                path.display().to_string(),
+                &e,
+            );
             if e.kind() == std::io::ErrorKind::NotFound {
                 err.hint = format!("check the path of the {what}");
             }

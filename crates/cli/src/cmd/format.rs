@@ -13,7 +13,7 @@ use cryptkeep_luks::{FormatOptions, Luks, LuksVersion};
 use super::common::{self, BackendArg, KeyFileArgs, TypeArg};
 use super::kdf_opts::PbkdfArgs;
 use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
-use crate::passphrase::{confirm, KeySource};
+use crate::passphrase::confirm;
 use crate::size::parse_size;
 
 /// Options of `format`.
@@ -70,7 +70,9 @@ pub struct Args {
 const LUKS_MAGIC: &[u8; 6] = b"LUKS\xba\xbe";
 
 fn has_luks_magic(path: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(path) else { return false };
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
     let mut b = [0u8; 6];
     std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 0).is_ok() && &b == LUKS_MAGIC
 }
@@ -83,7 +85,11 @@ fn prepare_file(path: &Path, size: Option<u64>) -> CliResult<bool> {
         Ok(md) => {
             if let Some(s) = size {
                 if md.file_type().is_block_device() {
-                    return Err(CliError::usage("--size applies to image files, not block devices", shown, "leave out --size"));
+                    return Err(CliError::usage(
+                        "--size applies to image files, not block devices",
+                        shown,
+                        "leave out --size",
+                    ));
                 }
                 if md.len() > s {
                     return Err(CliError::usage(
@@ -93,8 +99,12 @@ fn prepare_file(path: &Path, size: Option<u64>) -> CliResult<bool> {
                     ));
                 }
                 if md.len() < s {
-                    let f = OpenOptions::new().write(true).open(path).map_err(|e| CliError::io("cannot open", &shown, &e))?;
-                    f.set_len(s).map_err(|e| CliError::io("cannot grow the file", &shown, &e))?;
+                    let f = OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(|e| CliError::io("cannot open", &shown, &e))?;
+                    f.set_len(s)
+                        .map_err(|e| CliError::io("cannot grow the file", &shown, &e))?;
                 }
             }
             Ok(false)
@@ -113,7 +123,8 @@ fn prepare_file(path: &Path, size: Option<u64>) -> CliResult<bool> {
                 .create_new(true)
                 .open(path)
                 .map_err(|e| CliError::io("cannot create the volume file", &shown, &e))?;
-            f.set_len(s).map_err(|e| CliError::io("cannot size the volume file", &shown, &e))?;
+            f.set_len(s)
+                .map_err(|e| CliError::io("cannot size the volume file", &shown, &e))?;
             Ok(true)
         }
         Err(e) => Err(CliError::io("cannot inspect the volume", shown, &e)),
@@ -123,7 +134,8 @@ fn prepare_file(path: &Path, size: Option<u64>) -> CliResult<bool> {
 fn device_size(path: &Path) -> CliResult<u64> {
     use std::io::{Seek, SeekFrom};
     let mut f = common::open_file(path, false, "volume")?;
-    f.seek(SeekFrom::End(0)).map_err(|e| CliError::io("cannot size the volume", path.display().to_string(), &e))
+    f.seek(SeekFrom::End(0))
+        .map_err(|e| CliError::io("cannot size the volume", path.display().to_string(), &e))
 }
 
 /// Runs `format`.
@@ -132,7 +144,11 @@ pub fn run(a: Args) -> CliResult {
         TypeArg::Luks1 => LuksVersion::V1,
         TypeArg::Luks2 => LuksVersion::V2,
         TypeArg::Luks => {
-            return Err(CliError::usage("--type luks is ambiguous for format", "--type", "use --type luks2 or --type luks1"))
+            return Err(CliError::usage(
+                "--type luks is ambiguous for format",
+                "--type",
+                "use --type luks2 or --type luks1",
+            ))
         }
     };
     let cipher = CipherSpec::parse(&a.cipher).map_err(|e| from_crypto(&e, "--cipher"))?;
@@ -144,27 +160,47 @@ pub fn run(a: Args) -> CliResult {
     })?;
     let is_xts = a.cipher.contains("-xts-");
     let bits = a.key_size.unwrap_or(if is_xts { 512 } else { 256 });
-    if bits % 8 != 0 || bits == 0 {
-        return Err(CliError::usage(format!("--key-size {bits} is not a multiple of 8"), "--key-size", "use e.g. 256 or 512"));
+    if !bits.is_multiple_of(8) || bits == 0 {
+        return Err(CliError::usage(
+            format!("--key-size {bits} is not a multiple of 8"),
+            "--key-size",
+            "use e.g. 256 or 512",
+        ));
     }
     let key_bytes = (bits / 8) as usize;
-    cipher.check_key_size(key_bytes).map_err(|e| from_crypto(&e, "--key-size"))?;
+    cipher
+        .check_key_size(key_bytes)
+        .map_err(|e| from_crypto(&e, "--key-size"))?;
     let place = common::place(&a.volume, a.header.as_deref());
-    let is_blockdev = std::fs::metadata(&a.volume).map(|m| m.file_type().is_block_device()).unwrap_or(false);
+    let is_blockdev = std::fs::metadata(&a.volume)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
     let sector_size = match (version, a.sector_size) {
         (LuksVersion::V1, None | Some(512)) => 512,
         (LuksVersion::V1, Some(n)) => {
-            return Err(CliError::usage(format!("LUKS1 supports only 512-byte sectors, not {n}"), "--sector-size", "leave out --sector-size, or use --type luks2"))
+            return Err(CliError::usage(
+                format!("LUKS1 supports only 512-byte sectors, not {n}"),
+                "--sector-size",
+                "leave out --sector-size, or use --type luks2",
+            ))
         }
         (_, Some(n)) if !(512..=4096).contains(&n) || !n.is_power_of_two() => {
-            return Err(CliError::usage(format!("invalid --sector-size {n}"), "--sector-size", "use 512, 1024, 2048 or 4096"))
+            return Err(CliError::usage(
+                format!("invalid --sector-size {n}"),
+                "--sector-size",
+                "use 512, 1024, 2048 or 4096",
+            ))
         }
         (_, Some(n)) => n,
         (_, None) if is_blockdev => 512,
         (_, None) => 4096,
     };
     if a.label.is_some() && version == LuksVersion::V1 {
-        return Err(CliError::usage("LUKS1 has no label", "--label", "leave out --label, or use --type luks2"));
+        return Err(CliError::usage(
+            "LUKS1 has no label",
+            "--label",
+            "leave out --label, or use --type luks2",
+        ));
     }
     common::refuse_if_open(&a.volume, false)?;
     if let Some(h) = &a.header {
@@ -177,7 +213,10 @@ pub fn run(a: Args) -> CliResult {
         let q = if has_luks_magic(target) {
             format!("WARNING!\n========\nThis will overwrite the existing LUKS header on {} irrevocably: its keyslots and data become unreadable.", target.display())
         } else {
-            format!("WARNING!\n========\nThis will overwrite data on {} irrevocably.", target.display())
+            format!(
+                "WARNING!\n========\nThis will overwrite data on {} irrevocably.",
+                target.display()
+            )
         };
         if has_luks_magic(target) || crate::passphrase::stdin_is_tty() {
             confirm(&q, &target.display().to_string(), a.batch_mode).map_err(|mut e| {
@@ -224,10 +263,16 @@ fn format_inner(
             ));
         }
     }
-    let data_start = if a.header.is_some() { data_offset.unwrap_or(0) } else { 0 };
+    let data_start = if a.header.is_some() {
+        data_offset.unwrap_or(0)
+    } else {
+        0
+    };
     if (vol_size - data_start.min(vol_size)) % sector_size as u64 != 0 {
         return Err(CliError::usage(
-            format!("the volume size {vol_size} is not a multiple of the sector size {sector_size}"),
+            format!(
+                "the volume size {vol_size} is not a multiple of the sector size {sector_size}"
+            ),
             place,
             "resize the volume to a multiple of 4096 bytes, or pick --sector-size 512",
         ));
@@ -239,7 +284,8 @@ fn format_inner(
     let slot_kdf = a.kdf.make(version, hash, key_bytes)?;
 
     let mut vk = SecretBytes::new(key_bytes);
-    cryptkeep_crypto::rand::fill_random(vk.as_mut_slice()).map_err(|e| from_crypto(&e, "volume key"))?;
+    cryptkeep_crypto::rand::fill_random(vk.as_mut_slice())
+        .map_err(|e| from_crypto(&e, "volume key"))?;
 
     if let Some(h) = &a.header {
         if !h.exists() {
@@ -247,7 +293,9 @@ fn format_inner(
                 .write(true)
                 .create_new(true)
                 .open(h)
-                .map_err(|e| CliError::io("cannot create the header file", h.display().to_string(), &e))?;
+                .map_err(|e| {
+                    CliError::io("cannot create the header file", h.display().to_string(), &e)
+                })?;
         }
     }
     let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
@@ -264,9 +312,17 @@ fn format_inner(
         detached_header: a.header.is_some(),
         integrity: None,
     };
-    let luks = Luks::format(&io, &opts, vk.as_slice(), &pass, &slot_kdf, a.crypto_backend.backend())
-        .map_err(|e| from_luks(e, place))?;
-    io.sync_all().map_err(|e| CliError::io("cannot sync the header", place, &e))?;
+    let luks = Luks::format(
+        &io,
+        &opts,
+        vk.as_slice(),
+        &pass,
+        &slot_kdf,
+        a.crypto_backend.backend(),
+    )
+    .map_err(|e| from_luks(e, place))?;
+    io.sync_all()
+        .map_err(|e| CliError::io("cannot sync the header", place, &e))?;
     if crate::passphrase::stderr_is_tty() {
         eprintln!(
             "cryptkeep: formatted {} as {} ({}, {}-bit key, {}-byte sectors), UUID {}",

@@ -88,9 +88,20 @@ impl PbkdfArgs {
                 ));
             }
             return Ok(match kind {
-                PbkdfArg::Pbkdf2 => Pbkdf::Pbkdf2 { hash, iterations: n },
-                PbkdfArg::Argon2i => Pbkdf::Argon2i { time: n, memory_kib: memory, parallel },
-                PbkdfArg::Argon2id => Pbkdf::Argon2id { time: n, memory_kib: memory, parallel },
+                PbkdfArg::Pbkdf2 => Pbkdf::Pbkdf2 {
+                    hash,
+                    iterations: n,
+                },
+                PbkdfArg::Argon2i => Pbkdf::Argon2i {
+                    time: n,
+                    memory_kib: memory,
+                    parallel,
+                },
+                PbkdfArg::Argon2id => Pbkdf::Argon2id {
+                    time: n,
+                    memory_kib: memory,
+                    parallel,
+                },
             });
         }
         let iter_time = self.iter_time.unwrap_or(2000).max(1);
@@ -102,6 +113,7 @@ impl PbkdfArgs {
         if stderr_is_tty() {
             eprintln!("cryptkeep: calibrating {kind:?} for {iter_time} ms...");
         }
-        calibrate(k, hash, iter_time, memory, parallel, out_len).map_err(|e| from_crypto(&e, "KDF calibration"))
+        calibrate(k, hash, iter_time, memory, parallel, out_len)
+            .map_err(|e| from_crypto(&e, "KDF calibration"))
     }
 }

@@ -1,0 +1,287 @@
+//! `cryptkeep open VOLUME NAME` (alias `luksOpen`): unlock and serve the
+//! decrypted data as a FUSE file on a direct-I/O loop device; prints the
+//! device. Runs a daemon unless `--foreground`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+use cryptkeep_luks::LuksVersion;
+
+use super::common::{self, BackendArg, KeyFileArgs, TypeArg};
+use super::serve::{self, OpenCtx};
+use crate::daemon::{self, Forked};
+use crate::exit::{from_luks, CliError, CliResult, Code};
+use crate::state::{self, State};
+
+/// Options of `open`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The image file or block device.
+    pub volume: PathBuf,
+    /// The name to open it under (state in $CRYPTKEEP_RUN_DIR/NAME).
+    pub name: String,
+    #[command(flatten)]
+    pub key: KeyFileArgs,
+    /// Try only this keyslot.
+    #[arg(short = 'S', long = "key-slot", value_name = "N")]
+    pub key_slot: Option<usize>,
+    /// Detached header file.
+    #[arg(long, value_name = "FILE")]
+    pub header: Option<PathBuf>,
+    /// Open read-only (FUSE file, loop device and mount).
+    #[arg(short = 'r', long = "read-only")]
+    pub read_only: bool,
+    /// Pass discards down as hole punches in the image file.
+    #[arg(long = "allow-discards")]
+    pub allow_discards: bool,
+    /// Also mount the file system inside on DIR.
+    #[arg(long, value_name = "DIR")]
+    pub mount: Option<PathBuf>,
+    /// Serve in the foreground until SIGINT/SIGTERM, then clean up.
+    #[arg(long)]
+    pub foreground: bool,
+    /// Expected type: luks (either), luks1, luks2.
+    #[arg(long = "type", value_enum)]
+    pub kind: Option<TypeArg>,
+    /// Crypto backend for the sector cipher.
+    #[arg(long = "crypto-backend", value_enum, default_value = "accelerated")]
+    pub crypto_backend: BackendArg,
+}
+
+fn already_open(st: &State) -> CliError {
+    let dev = st
+        .device
+        .clone()
+        .unwrap_or_else(|| "no loop device yet".into());
+    CliError::new(
+        Code::Busy,
+        format!("volume {} is already open (device {dev})", st.name),
+        st.volume.clone(),
+        format!("close it first: cryptkeep close {}", st.name),
+    )
+}
+
+/// Claims NAME under the run-directory lock: refuses a NAME in use or a
+/// volume open under another name; clears stale records.
+fn claim(st: &State) -> CliResult<()> {
+    let _lock = state::lock()?;
+    if let Some(old) = state::load(&st.name)? {
+        if old.daemon_alive() {
+            return Err(already_open(&old));
+        }
+        common::warn(&format!(
+            "{} was left open by a daemon that died (pid {}); cleaning up",
+            old.name, old.pid
+        ));
+        serve::clean_stale(&old);
+    } else if state::name_dir(&st.name).exists() {
+        let fuse = state::fuse_dir(&st.name);
+        if crate::loopdev::is_mountpoint(&fuse) {
+            let _ = crate::loopdev::fuse_unmount(&fuse, true);
+        }
+        state::remove(&st.name);
+    }
+    for other in state::list()? {
+        if other.volume == st.volume && other.daemon_alive() {
+            return Err(CliError::new(
+                Code::Busy,
+                format!(
+                    "the volume is already open as {} (device {})",
+                    other.name,
+                    other.device.clone().unwrap_or_default()
+                ),
+                st.volume.clone(),
+                format!(
+                    "use that device, or close it first: cryptkeep close {}",
+                    other.name
+                ),
+            ));
+        }
+    }
+    std::fs::create_dir(state::name_dir(&st.name)).map_err(|e| {
+        CliError::io(
+            "cannot create the state directory",
+            state::name_dir(&st.name).display().to_string(),
+            &e,
+        )
+    })?;
+    state::save(st)
+}
+
+/// Runs `open`.
+pub fn run(a: Args) -> CliResult {
+    state::check_name(&a.name)?;
+    if let Some(old) = state::load(&a.name)? {
+        if old.daemon_alive() {
+            return Err(already_open(&old));
+        }
+    }
+    if let Some(dir) = &a.mount {
+        if !dir.is_dir() {
+            return Err(CliError::new(
+                Code::NotFound,
+                "the mount directory does not exist",
+                dir.display().to_string(),
+                "create it first: mkdir -p DIR",
+            ));
+        }
+    }
+    let place = common::place(&a.volume, a.header.as_deref());
+    let hdr = common::open_header(&a.volume, a.header.as_deref(), false)?;
+    // The data device must open too (read-write unless --read-only).
+    drop(common::open_file(&a.volume, !a.read_only, "volume")?);
+    let luks = common::load(&hdr, &place)?;
+    drop(hdr);
+    match (a.kind, luks.version()) {
+        (Some(TypeArg::Luks1), LuksVersion::V1)
+        | (Some(TypeArg::Luks2), LuksVersion::V2)
+        | (Some(TypeArg::Luks) | None, _) => {}
+        (Some(t), v) => {
+            return Err(CliError::new(
+                Code::NotFound,
+                format!("the volume is {}, not {t:?}", common::version_name(v)),
+                place,
+                "leave out --type or use --type luks",
+            ))
+        }
+    }
+    let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
+    let vol_size = {
+        use std::io::{Seek, SeekFrom};
+        let mut f = common::open_file(&a.volume, false, "volume")?;
+        f.seek(SeekFrom::End(0)).map_err(|e| {
+            CliError::io("cannot size the volume", a.volume.display().to_string(), &e)
+        })?
+    };
+    let ss = seg.sector_size as u64;
+    let data_size = match seg.size {
+        Some(s) => s,
+        None => vol_size.saturating_sub(seg.offset) / ss * ss,
+    };
+    if data_size == 0 || seg.offset.saturating_add(data_size) > vol_size {
+        return Err(CliError::new(
+            Code::Corrupt,
+            format!("the data segment (offset {}, {} bytes) does not fit in the volume ({vol_size} bytes)", seg.offset, data_size),
+            place,
+            "the volume is truncated, or the header belongs to another device",
+        ));
+    }
+
+    let pass = a.key.source().read(
+        &format!("Enter passphrase for {}: ", a.volume.display()),
+        false,
+    )?;
+
+    let st = State {
+        name: a.name.clone(),
+        volume: state::canonical(&a.volume),
+        header: a.header.as_deref().map(state::canonical),
+        device: None,
+        file: String::new(),
+        kind: common::version_tag(luks.version()).into(),
+        cipher: seg.cipher.to_string(),
+        key_size: (seg.key_bytes * 8) as u32,
+        sector_size: seg.sector_size,
+        read_only: a.read_only,
+        pid: std::process::id() as i32,
+        mountpoint: None,
+        uuid: luks.uuid().to_string(),
+        size: data_size,
+    };
+    claim(&st)?;
+    let ctx = OpenCtx {
+        st,
+        volume: a.volume.clone(),
+        header: a.header.clone(),
+        luks,
+        seg,
+        data_size,
+        pass,
+        key_slot: a.key_slot,
+        allow_discards: a.allow_discards,
+        backend: a.crypto_backend.backend(),
+    };
+    if a.foreground {
+        foreground(ctx, a.mount.as_deref())
+    } else {
+        background(ctx, a.mount.as_deref())
+    }
+}
+
+fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
+    let name = ctx.st.name.clone();
+    daemon::block_signals();
+    let mut s = match serve::start(ctx) {
+        Ok(s) => s,
+        Err(e) => {
+            state::remove(&name);
+            return Err(e);
+        }
+    };
+    if let Err(e) = serve::attach_and_mount(&mut s.st, mount) {
+        let fuse = state::fuse_dir(&name);
+        // Unmounting FUSE ends the session; wait_stopped then cleans up.
+        let _ = crate::loopdev::fuse_unmount(&fuse, true);
+        serve::wait_stopped(s);
+        return Err(e);
+    }
+    println!("{}", s.st.device.clone().unwrap_or_default());
+    let _ = std::io::stdout().flush();
+    serve::wait_stopped(s);
+    Ok(())
+}
+
+fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
+    let name = ctx.st.name.clone();
+    let log = state::log_path(&name);
+    match daemon::fork() {
+        Err(e) => {
+            state::remove(&name);
+            Err(e)
+        }
+        Ok(Forked::Child(n)) => {
+            daemon::detach_stdio(&log);
+            daemon::block_signals();
+            match serve::start(ctx) {
+                Ok(s) => {
+                    n.ready();
+                    serve::wait_stopped(s);
+                    std::process::exit(0);
+                }
+                Err(e) => {
+                    eprintln!("cryptkeep: {e}");
+                    n.fail(&e);
+                    std::process::exit(e.code.as_i32());
+                }
+            }
+        }
+        Ok(Forked::Parent { child, rx }) => {
+            drop(ctx);
+            if let Err(e) = daemon::wait_ready(rx, &log) {
+                daemon::terminate(child, 10);
+                if let Ok(Some(st)) = state::load(&name) {
+                    serve::clean_stale(&st);
+                } else {
+                    state::remove(&name);
+                }
+                return Err(e);
+            }
+            let mut st = state::load(&name)?.ok_or_else(|| {
+                CliError::new(
+                    Code::Daemon,
+                    "the daemon left no state record",
+                    state::name_dir(&name).display().to_string(),
+                    "retry with --foreground to see errors",
+                )
+            })?;
+            if let Err(e) = serve::attach_and_mount(&mut st, mount) {
+                daemon::terminate(child, 10);
+                serve::clean_stale(&st);
+                return Err(e);
+            }
+            println!("{}", st.device.clone().unwrap_or_default());
+            Ok(())
+        }
+    }
+}

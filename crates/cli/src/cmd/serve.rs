@@ -1,0 +1,205 @@
+//! Serving an unlocked volume: unlock (KDF), the sector engine, the FUSE
+//! block file, the loop device and the optional mount; and the teardown
+//! that `close`, signals and failed opens share.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cryptkeep_crypto::{new_sector_cipher, Backend};
+use cryptkeep_fuse::{block_file_path, mount_block_file, BlockFileMount, BlockFileOptions};
+use cryptkeep_luks::{Luks, Segment};
+use cryptkeep_volume::{Engine, InlineCrypt, SectorCrypt};
+
+use super::common;
+use crate::daemon;
+use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
+use crate::loopdev;
+use crate::passphrase::Passphrase;
+use crate::state::{self, State};
+
+/// Everything `open` prepared before unlocking.
+pub struct OpenCtx {
+    /// The state record written at claim time (pid = the opener).
+    pub st: State,
+    /// The volume path as given.
+    pub volume: PathBuf,
+    /// `--header`.
+    pub header: Option<PathBuf>,
+    /// The loaded header.
+    pub luks: Luks,
+    /// Its crypt segment.
+    pub seg: Segment,
+    /// Decrypted data size in bytes (a multiple of the sector size).
+    pub data_size: u64,
+    /// The passphrase (wiped on drop).
+    pub pass: Passphrase,
+    /// `--key-slot`.
+    pub key_slot: Option<usize>,
+    /// `--allow-discards`.
+    pub allow_discards: bool,
+    /// `--crypto-backend`.
+    pub backend: Backend,
+}
+
+/// A live FUSE block file and its engine.
+pub struct Serving {
+    mount: BlockFileMount,
+    engine: Arc<Engine>,
+    /// The state record (pid = this process).
+    pub st: State,
+}
+
+fn daemon_err(what: &str, e: impl std::fmt::Display, place: &str, hint: &str) -> CliError {
+    CliError::new(Code::Daemon, format!("{what}: {e}"), place, hint)
+}
+
+/// Unlocks the volume, builds the engine, mounts the FUSE block file and
+/// records the state with this process as the daemon.
+pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
+    let place = common::place(&ctx.volume, ctx.header.as_deref());
+    let read_only = ctx.st.read_only;
+    let hdr = common::open_header(&ctx.volume, ctx.header.as_deref(), false)?;
+    let (slot, vk) = ctx
+        .luks
+        .unlock(&hdr, &ctx.pass, ctx.key_slot, ctx.backend)
+        .map_err(|e| from_luks(e, &place))?;
+    drop(ctx.pass);
+    eprintln!("cryptkeep: keyslot {slot} unlocked ({place})");
+    let cipher = new_sector_cipher(&ctx.seg.cipher, vk.as_slice(), ctx.backend)
+        .map_err(|e| from_crypto(&e, &place))?;
+    drop(vk);
+    let crypt: Arc<dyn SectorCrypt> = Arc::new(InlineCrypt::new(
+        cipher,
+        ctx.seg.sector_size as usize,
+        ctx.seg.iv_tweak,
+    ));
+    let data = common::open_file(&ctx.volume, !read_only, "volume")?;
+    let engine =
+        Engine::new(data, ctx.seg.offset, ctx.data_size, crypt, read_only).map_err(|e| {
+            daemon_err(
+                "cannot start the sector engine",
+                e,
+                &place,
+                "check the volume file",
+            )
+        })?;
+    if ctx.allow_discards {
+        // Punched holes must read back as zeros (the loop driver sends
+        // write-zeroes as hole punches).
+        engine.set_holes_read_as_zero(true);
+    }
+    let engine = Arc::new(engine);
+    let fuse_dir = state::fuse_dir(&ctx.st.name);
+    std::fs::create_dir_all(&fuse_dir).map_err(|e| {
+        CliError::io(
+            "cannot create the FUSE mountpoint",
+            fuse_dir.display().to_string(),
+            &e,
+        )
+    })?;
+    let opts = block_opts(&ctx.st.name, read_only, ctx.allow_discards);
+    let mount = mount_block_file(engine.clone(), &fuse_dir, &opts).map_err(|e| {
+        daemon_err(
+            "cannot mount the FUSE block file",
+            e,
+            &fuse_dir.display().to_string(),
+            "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
+        )
+    })?;
+    let mut st = ctx.st;
+    st.pid = std::process::id() as i32;
+    st.file = block_file_path(&fuse_dir, &opts).display().to_string();
+    state::save(&st)?;
+    Ok(Serving { mount, engine, st })
+}
+
+/// The FUSE options for NAME.
+pub fn block_opts(name: &str, read_only: bool, allow_discards: bool) -> BlockFileOptions {
+    BlockFileOptions {
+        read_only,
+        allow_discards,
+        file_name: "volume".into(),
+        fs_name: format!("cryptkeep:{name}"),
+    }
+}
+
+/// Serves until SIGTERM/SIGINT/SIGHUP (then tears down the mount and the
+/// loop device and unmounts FUSE) or until FUSE is unmounted from outside;
+/// drops the engine (wiping the key) and removes the state record.
+/// Signals must have been blocked with [`daemon::block_signals`] before
+/// any thread started.
+pub fn wait_stopped(s: Serving) {
+    let name = s.st.name.clone();
+    let fuse_dir = state::fuse_dir(&name);
+    let sig_name = name.clone();
+    std::thread::spawn(move || {
+        let sig = daemon::wait_signal();
+        eprintln!("cryptkeep: signal {sig}: closing {sig_name}");
+        if let Ok(Some(st)) = state::load(&sig_name) {
+            if let Err(e) = teardown_io(&st) {
+                eprintln!("cryptkeep: {e}");
+            }
+        }
+        if let Err(e) = loopdev::fuse_unmount(&fuse_dir, true) {
+            eprintln!("cryptkeep: {e}");
+        }
+    });
+    s.mount.wait();
+    drop(s.engine);
+    state::remove(&name);
+}
+
+/// Unmounts every mount of the loop device (and the recorded mountpoint)
+/// and detaches the loop device if it still points at our FUSE file.
+pub fn teardown_io(st: &State) -> CliResult<()> {
+    if let Some(mp) = &st.mountpoint {
+        if loopdev::is_mountpoint(Path::new(mp))
+            && st
+                .device
+                .as_deref()
+                .map(|d| loopdev::mounts_of(d).contains(mp))
+                .unwrap_or(false)
+        {
+            loopdev::umount(mp)?;
+        }
+    }
+    if let Some(dev) = &st.device {
+        for m in loopdev::mounts_of(dev) {
+            loopdev::umount(&m)?;
+        }
+        if let Some(back) = loopdev::backing_file(dev) {
+            if back == st.file || back.starts_with(&st.file) {
+                loopdev::detach(dev)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After the daemon serves: attach the loop device, record it, mount when
+/// asked. Undoes its own steps on failure.
+pub fn attach_and_mount(st: &mut State, mount_dir: Option<&Path>) -> CliResult<()> {
+    let dev = loopdev::attach(Path::new(&st.file), st.sector_size, st.read_only)?;
+    st.device = Some(dev.clone());
+    state::save(st)?;
+    if let Some(dir) = mount_dir {
+        if let Err(e) = loopdev::mount(&dev, dir, st.read_only) {
+            let _ = loopdev::detach(&dev);
+            return Err(e);
+        }
+        st.mountpoint = Some(state::canonical(dir));
+        state::save(st)?;
+    }
+    Ok(())
+}
+
+/// Removes what a dead or failed daemon left: mounts, loop device, FUSE
+/// mount, state directory.
+pub fn clean_stale(st: &State) {
+    let _ = teardown_io(st);
+    let fuse_dir = state::fuse_dir(&st.name);
+    if loopdev::is_mountpoint(&fuse_dir) {
+        let _ = loopdev::fuse_unmount(&fuse_dir, true);
+    }
+    state::remove(&st.name);
+}

@@ -1,0 +1,184 @@
+//! KDF cost calibration, following cryptsetup (`lib/utils_pbkdf.c`,
+//! `lib/crypto_backend/pbkdf_check.c`): measure on this machine, then scale
+//! the cost to the requested unlock time.
+
+use super::{argon2_into, pbkdf2_into, Pbkdf, PbkdfKind};
+use crate::{Error, HashAlg};
+use argon2::Algorithm;
+use std::time::{Duration, Instant};
+
+/// cryptsetup's floor for PBKDF2 iterations (`MIN_PBKDF2_ITERATIONS`).
+pub const MIN_PBKDF2_ITERATIONS: u32 = 1000;
+/// cryptsetup's floor for Argon2 passes (`MIN_PBKDF2_ITERATIONS` for argon2 is 4).
+pub const MIN_ARGON2_TIME: u32 = 4;
+/// Argon2's memory floor cryptsetup uses (KiB).
+pub const MIN_ARGON2_MEMORY_KIB: u32 = 32;
+
+/// The benchmark's fixed password and salt (cryptsetup uses fixed dummy data too).
+const BENCH_PASSWORD: &[u8] = b"foobarfo";
+const BENCH_SALT: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+/// Measures PBKDF2-HMAC-`hash` iterations per second for an `out_len`-byte
+/// output: like cryptsetup, doubles the iteration count until one run takes
+/// more than ~250 ms, then divides.
+pub fn pbkdf2_iterations_per_second(hash: HashAlg, out_len: usize) -> Result<u64, Error> {
+    let mut out = vec![0u8; out_len.max(1)];
+    let mut iterations: u32 = 1 << 12;
+    loop {
+        let t = Instant::now();
+        pbkdf2_into(hash, iterations, BENCH_PASSWORD, BENCH_SALT, &mut out)?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if ms > 250.0 || iterations >= 1 << 31 {
+            return Ok(((iterations as f64) * 1000.0 / ms.max(0.001)) as u64);
+        }
+        iterations = match ms {
+            m if m <= 16.0 => iterations.saturating_mul(16),
+            m if m <= 62.0 => iterations.saturating_mul(4),
+            _ => iterations.saturating_mul(2),
+        };
+    }
+}
+
+/// Chooses KDF costs so that one derivation takes about `iter_time_ms` here.
+///
+/// * PBKDF2: iterations/second × time, at least 1000 (cryptsetup's floor).
+/// * Argon2: memory is `memory_kib` (the cap; at least 8 × `parallel`),
+///   the time cost is raised to fill `iter_time_ms`, at least 4. If even 4
+///   passes over the full memory take longer than the target, memory is
+///   lowered instead (as cryptsetup does), never below 32 KiB.
+pub fn calibrate(
+    kind: PbkdfKind,
+    hash: HashAlg,
+    iter_time_ms: u32,
+    memory_kib: u32,
+    parallel: u32,
+    out_len: usize,
+) -> Result<Pbkdf, Error> {
+    let target = f64::from(iter_time_ms.max(1));
+    match kind {
+        PbkdfKind::Pbkdf2 => {
+            let ips = pbkdf2_iterations_per_second(hash, out_len)?;
+            let iters = (ips as f64 * target / 1000.0).min(f64::from(u32::MAX)) as u32;
+            Ok(Pbkdf::Pbkdf2 {
+                hash,
+                iterations: iters.max(MIN_PBKDF2_ITERATIONS),
+            })
+        }
+        PbkdfKind::Argon2i | PbkdfKind::Argon2id => {
+            let alg = if kind == PbkdfKind::Argon2i {
+                Algorithm::Argon2i
+            } else {
+                Algorithm::Argon2id
+            };
+            let parallel = parallel.max(1);
+            let min_mem = MIN_ARGON2_MEMORY_KIB.max(8 * parallel);
+            let mut memory = memory_kib.max(min_mem);
+            let (time, memory) = argon2_costs(alg, target, &mut memory, min_mem, parallel, out_len)?;
+            Ok(match kind {
+                PbkdfKind::Argon2i => Pbkdf::Argon2i {
+                    time,
+                    memory_kib: memory,
+                    parallel,
+                },
+                _ => Pbkdf::Argon2id {
+                    time,
+                    memory_kib: memory,
+                    parallel,
+                },
+            })
+        }
+    }
+}
+
+fn time_argon2(
+    alg: Algorithm,
+    time: u32,
+    memory: u32,
+    parallel: u32,
+    out_len: usize,
+) -> Result<Duration, Error> {
+    let mut out = vec![0u8; out_len.max(4)];
+    let t = Instant::now();
+    argon2_into(
+        alg,
+        time,
+        memory,
+        parallel,
+        BENCH_PASSWORD,
+        BENCH_SALT,
+        &mut out,
+    )?;
+    Ok(t.elapsed())
+}
+
+/// Scales Argon2's time cost (then memory) to the target milliseconds.
+fn argon2_costs(
+    alg: Algorithm,
+    target_ms: f64,
+    memory: &mut u32,
+    min_mem: u32,
+    parallel: u32,
+    out_len: usize,
+) -> Result<(u32, u32), Error> {
+    // Measure at the floor time cost with full memory.
+    let ms = time_argon2(alg, MIN_ARGON2_TIME, *memory, parallel, out_len)?.as_secs_f64() * 1000.0;
+    let per_pass = (ms / f64::from(MIN_ARGON2_TIME)).max(0.001);
+    if ms > target_ms {
+        // Too slow even at the floor: shrink memory proportionally.
+        let scaled = (f64::from(*memory) * target_ms / ms) as u32;
+        *memory = scaled.max(min_mem);
+        return Ok((MIN_ARGON2_TIME, *memory));
+    }
+    let time = (target_ms / per_pass) as u32;
+    Ok((time.max(MIN_ARGON2_TIME), *memory))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pbkdf2_floor_and_scale() {
+        let p = calibrate(PbkdfKind::Pbkdf2, HashAlg::Sha256, 1, 0, 1, 32).unwrap();
+        match p {
+            Pbkdf::Pbkdf2 { hash, iterations } => {
+                assert_eq!(hash, HashAlg::Sha256);
+                assert!(iterations >= MIN_PBKDF2_ITERATIONS);
+            }
+            _ => panic!("wrong kind {p:?}"),
+        }
+    }
+
+    #[test]
+    fn argon2_memory_is_the_cap_and_time_at_least_4() {
+        let p = calibrate(PbkdfKind::Argon2id, HashAlg::Sha256, 50, 1024, 2, 32).unwrap();
+        let Pbkdf::Argon2id {
+            time,
+            memory_kib,
+            parallel,
+        } = p
+        else {
+            panic!("wrong kind {p:?}")
+        };
+        assert_eq!(parallel, 2);
+        assert!((32..=1024).contains(&memory_kib), "{memory_kib}");
+        assert!(time >= MIN_ARGON2_TIME);
+        // Derivation with the chosen costs takes roughly the target (loose bound).
+        let t = Instant::now();
+        super::super::derive(&p, b"x", &[1u8; 32], 32).unwrap();
+        assert!(t.elapsed() < Duration::from_millis(2000));
+    }
+
+    #[test]
+    fn argon2_too_slow_lowers_memory() {
+        let p = calibrate(PbkdfKind::Argon2i, HashAlg::Sha256, 1, 65536, 1, 32).unwrap();
+        let Pbkdf::Argon2i {
+            time, memory_kib, ..
+        } = p
+        else {
+            panic!("wrong kind {p:?}")
+        };
+        assert_eq!(time, MIN_ARGON2_TIME);
+        assert!(memory_kib < 65536, "{memory_kib}");
+    }
+}

@@ -1,0 +1,103 @@
+//! The block-file frontend: a FUSE file system with one regular file, the
+//! decrypted volume, meant to be attached to a loop device.
+//!
+//! - The root directory (inode 1, mode 0755) holds one file (inode 2, mode
+//!   0600, owned by root) whose size is the engine's size.
+//! - The file is opened with `FOPEN_DIRECT_IO` (and parallel direct writes),
+//!   so the loop device's direct I/O reaches the engine without the page
+//!   cache; `FUSE_ASYNC_DIO` lets the kernel keep many requests in flight.
+//! - Requests of up to 1 MiB (`max_write`, `max_pages`) are served by
+//!   several fuser dispatch threads, each with its own cloned /dev/fuse fd.
+//! - flush/fsync → [`Engine::flush`](cryptkeep_volume::Engine::flush);
+//!   `fallocate(PUNCH_HOLE)` → [`Engine::discard`](cryptkeep_volume::Engine::discard)
+//!   only with `allow_discards` (otherwise `EOPNOTSUPP`), and then holes
+//!   read as zeros, because the loop driver also sends "write zeroes" as a
+//!   hole punch; `fallocate(ZERO_RANGE)` → encrypted zeros; writes on a
+//!   read-only volume → `EROFS`; other failures → the engine error's errno
+//!   (`EIO` for crypto and keep failures).
+
+mod attr;
+mod data;
+mod fs;
+mod init;
+mod mount;
+mod mountinfo;
+
+use std::path::{Path, PathBuf};
+
+pub use mount::{mount_block_file, mount_block_file_with, BlockFileMount};
+
+/// What to mount: the frontend's visible choices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockFileOptions {
+    /// Refuse writes (`EROFS`) and mount the file system read-only.
+    pub read_only: bool,
+    /// Pass `fallocate(PUNCH_HOLE)` (loop-device discards) to the engine;
+    /// the engine then reads holes as zeros (see
+    /// `Engine::set_holes_read_as_zero`).
+    pub allow_discards: bool,
+    /// Name of the volume file in the mount's root directory.
+    pub file_name: String,
+    /// Source shown in the mount table, e.g. `cryptkeep:NAME`.
+    pub fs_name: String,
+}
+
+impl Default for BlockFileOptions {
+    fn default() -> Self {
+        BlockFileOptions {
+            read_only: false,
+            allow_discards: false,
+            file_name: "volume".to_string(),
+            fs_name: "cryptkeep".to_string(),
+        }
+    }
+}
+
+/// How the FUSE session is run (for tuning and benchmarks; the default is
+/// what `cryptkeep open` uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlockFileTuning {
+    /// Number of dispatch threads reading /dev/fuse.
+    pub threads: usize,
+    /// Largest read or write request to negotiate, in bytes (the kernel caps
+    /// it at `max_pages`, 256 pages by default).
+    pub max_io: u32,
+    /// Largest number of asynchronous requests the kernel keeps in flight.
+    pub max_background: u16,
+}
+
+impl Default for BlockFileTuning {
+    fn default() -> Self {
+        BlockFileTuning {
+            threads: 4,
+            max_io: 1 << 20,
+            max_background: 64,
+        }
+    }
+}
+
+impl BlockFileTuning {
+    /// The default tuning with `threads` dispatch threads.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The default tuning with another request size limit.
+    pub fn with_max_io(mut self, max_io: u32) -> Self {
+        self.max_io = max_io;
+        self
+    }
+
+    /// The default tuning with another in-flight limit.
+    pub fn with_max_background(mut self, max_background: u16) -> Self {
+        self.max_background = max_background.max(1);
+        self
+    }
+}
+
+/// Where the volume file appears once mounted: `mountpoint/file_name`.
+pub fn block_file_path(mountpoint: &Path, opts: &BlockFileOptions) -> PathBuf {
+    mountpoint.join(&opts.file_name)
+}

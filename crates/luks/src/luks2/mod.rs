@@ -1,0 +1,340 @@
+//! LUKS2 (on-disk format specification v1.1.x): two metadata copies, each a
+//! 4096-byte binary header plus a JSON area, then the keyslots area, then
+//! data. See docs/format/luks2.md for our byte-level account.
+
+pub mod binary_header;
+pub mod config;
+pub mod digest;
+pub mod disk;
+pub mod dump;
+pub mod format;
+pub mod json;
+pub mod keyslot;
+pub mod recovery;
+pub mod segment;
+pub mod validate;
+
+use cryptkeep_crypto::{Backend, HashAlg, Pbkdf, SecretBytes};
+
+use crate::error::{bad, Error};
+use crate::io::BlockIo;
+use crate::KeyslotInfo;
+use binary_header::{BinaryHeader, SALT_LEN};
+use json::{Keyslot, Metadata};
+
+/// A loaded LUKS2 header (the copy in force).
+#[derive(Clone, Debug)]
+pub struct Luks2 {
+    /// Binary header + JSON area size of each copy.
+    pub hdr_size: u64,
+    /// Sequence id of the copy in force (bumped on every write).
+    pub seqid: u64,
+    /// Label.
+    pub label: String,
+    /// Subsystem.
+    pub subsystem: String,
+    /// UUID.
+    pub uuid: String,
+    /// Checksum algorithm ("sha256").
+    pub csum_alg: String,
+    /// Salt of the primary copy.
+    pub salt1: [u8; SALT_LEN],
+    /// Salt of the secondary copy.
+    pub salt2: [u8; SALT_LEN],
+    /// The JSON metadata.
+    pub meta: Metadata,
+}
+
+impl Luks2 {
+    /// Load and verify both copies; see [`recovery`]. Returns notices about
+    /// damaged or stale copies.
+    pub fn load(io: &dyn BlockIo) -> Result<(Luks2, Vec<String>), Error> {
+        let chosen = recovery::load(io)?;
+        let bin = &chosen.copy.bin;
+        let fresh = || -> Result<[u8; SALT_LEN], Error> {
+            let mut s = [0u8; SALT_LEN];
+            s.copy_from_slice(&crate::util::random_bytes(SALT_LEN)?);
+            Ok(s)
+        };
+        // cryptsetup regenerates the salt of a copy it has to repair.
+        let other = match (chosen.notices.is_empty(), chosen.other_salt) {
+            (true, Some(s)) => s,
+            _ => fresh()?,
+        };
+        let (salt1, salt2) = if bin.secondary { (other, bin.salt) } else { (bin.salt, other) };
+        let l = Luks2 {
+            hdr_size: bin.hdr_size,
+            seqid: bin.seqid,
+            label: bin.label.clone(),
+            subsystem: bin.subsystem.clone(),
+            uuid: bin.uuid.clone(),
+            csum_alg: bin.csum_alg.clone(),
+            salt1,
+            salt2,
+            meta: chosen.copy.meta,
+        };
+        let dev = io.size().map_err(|source| Error::Io {
+            what: "getting the size of the LUKS2 device".into(),
+            source,
+        })?;
+        if dev < l.areas_end() {
+            return Err(bad(format!(
+                "device is {dev} bytes but the LUKS2 metadata and keyslots area end at {} bytes (truncated image?)",
+                l.areas_end()
+            )));
+        }
+        Ok((l, chosen.notices))
+    }
+
+    /// End of the keyslots area: 2 × hdr_size + keyslots_size.
+    pub fn areas_end(&self) -> u64 {
+        2 * self.hdr_size + self.meta.config.keyslots_size.0
+    }
+
+    /// Write both copies with seqid + 1: primary first, then secondary (the
+    /// order cryptsetup `LUKS2_disk_hdr_write` uses). Validates first; on a
+    /// validation error nothing is written.
+    pub fn write(&mut self, io: &dyn BlockIo) -> Result<(), Error> {
+        validate::validate(&self.meta, self.hdr_size)?;
+        let area = disk::json_area(&self.meta, self.hdr_size - binary_header::BIN_LEN as u64)?;
+        let seqid = self.seqid.checked_add(1).ok_or_else(|| bad("seqid overflow"))?;
+        for secondary in [false, true] {
+            let bin = BinaryHeader {
+                secondary,
+                hdr_size: self.hdr_size,
+                seqid,
+                label: self.label.clone(),
+                csum_alg: self.csum_alg.clone(),
+                salt: if secondary { self.salt2 } else { self.salt1 },
+                uuid: self.uuid.clone(),
+                subsystem: self.subsystem.clone(),
+                hdr_offset: if secondary { self.hdr_size } else { 0 },
+                csum: [0; 64],
+            };
+            let what = if secondary { "secondary LUKS2 header" } else { "primary LUKS2 header" };
+            disk::write_copy(io, &bin, &area, what)?;
+        }
+        self.seqid = seqid;
+        Ok(())
+    }
+
+    /// The data segment.
+    pub fn segment(&self) -> Result<crate::Segment, Error> {
+        segment::default_segment(&self.meta)
+    }
+
+    /// Offset of segment 0 in bytes.
+    pub fn data_offset(&self) -> u64 {
+        self.meta
+            .segments
+            .values()
+            .map(|s| s.offset.0)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Keyslot states (slots 0..32 that exist).
+    pub fn keyslots(&self) -> Vec<KeyslotInfo> {
+        self.meta
+            .keyslots
+            .iter()
+            .map(|(id, ks)| match ks {
+                Keyslot::Luks2(k) => KeyslotInfo {
+                    slot: *id as usize,
+                    active: true,
+                    kdf: keyslot::pbkdf_of(&k.kdf).ok(),
+                    priority: Some(k.priority.unwrap_or(1) as u8),
+                },
+                Keyslot::Other(_) => KeyslotInfo {
+                    slot: *id as usize,
+                    active: true,
+                    kdf: None,
+                    priority: None,
+                },
+            })
+            .collect()
+    }
+
+    /// The digest that verifies keys of keyslot `id`.
+    fn digest_for_keyslot(&self, id: u32) -> Option<&json::Digest> {
+        let sid = id.to_string();
+        self.meta.digests.values().find(|d| d.keyslots.contains(&sid))
+    }
+
+    /// The digest of segment 0 (the volume key).
+    fn segment_digest(&self) -> Result<&json::Digest, Error> {
+        let seg = self
+            .meta
+            .segments
+            .keys()
+            .next()
+            .ok_or_else(|| bad("no data segment"))?
+            .to_string();
+        self.meta
+            .digests
+            .values()
+            .find(|d| d.segments.contains(&seg))
+            .ok_or_else(|| bad(format!("segment {seg} has no digest")))
+    }
+
+    /// Unlock: keyslots bound to the segment's digest, priority 2 first, then
+    /// 1; priority 0 only when named.
+    pub fn unlock(
+        &self,
+        io: &dyn BlockIo,
+        passphrase: &[u8],
+        slot: Option<usize>,
+        backend: Backend,
+    ) -> Result<(usize, SecretBytes), Error> {
+        let digest = self.segment_digest()?;
+        let order: Vec<u32> = match slot {
+            Some(s) if s >= validate::OBJECTS_MAX => return Err(Error::KeyslotOutOfRange(s)),
+            Some(s) => {
+                let id = s as u32;
+                match self.meta.keyslots.get(&id) {
+                    None => return Err(Error::KeyslotInactive(s)),
+                    Some(Keyslot::Other(m)) => {
+                        return Err(Error::Unsupported(format!(
+                            "keyslot {s} has type '{}', which cannot be opened with a passphrase",
+                            m.get("type").and_then(|v| v.as_str()).unwrap_or("?")
+                        )))
+                    }
+                    Some(Keyslot::Luks2(_)) => {}
+                }
+                if !digest.keyslots.contains(&id.to_string()) {
+                    return Err(Error::Unsupported(format!("keyslot {s} is not bound to the data segment")));
+                }
+                vec![id]
+            }
+            None => {
+                let mut v = Vec::new();
+                for pr in [2u32, 1] {
+                    for (id, ks) in &self.meta.keyslots {
+                        if let Keyslot::Luks2(k) = ks {
+                            if k.priority.unwrap_or(1) == pr && digest.keyslots.contains(&id.to_string()) {
+                                v.push(*id);
+                            }
+                        }
+                    }
+                }
+                v
+            }
+        };
+        for id in order {
+            let Some(Keyslot::Luks2(k)) = self.meta.keyslots.get(&id) else {
+                continue;
+            };
+            let vk = keyslot::open(k, id, io, passphrase, backend)?;
+            if digest::verify(digest, vk.as_slice())? {
+                return Ok((id as usize, vk));
+            }
+        }
+        Err(Error::WrongPassphrase)
+    }
+
+    /// Whether `key` is the volume key of segment 0.
+    pub fn verify_volume_key(&self, key: &[u8]) -> Result<bool, Error> {
+        digest::verify(self.segment_digest()?, key)
+    }
+
+    /// Add a `luks2` keyslot bound to the segment's digest and write the header.
+    pub fn add_keyslot(
+        &mut self,
+        io: &dyn BlockIo,
+        volume_key: &[u8],
+        passphrase: &[u8],
+        slot: Option<usize>,
+        kdf: &Pbkdf,
+        backend: Backend,
+    ) -> Result<usize, Error> {
+        if !self.verify_volume_key(volume_key)? {
+            return Err(Error::WrongVolumeKey);
+        }
+        let id = match slot {
+            Some(s) if s >= validate::OBJECTS_MAX => return Err(Error::KeyslotOutOfRange(s)),
+            Some(s) if self.meta.keyslots.contains_key(&(s as u32)) => return Err(Error::KeyslotActive(s)),
+            Some(s) => s as u32,
+            None => keyslot::free_id(&self.meta)?,
+        };
+        let mut next = self.clone();
+        next.store_keyslot(io, id, volume_key, passphrase, kdf, backend)?;
+        next.write(io)?;
+        *self = next;
+        Ok(id as usize)
+    }
+
+    /// Allocate, write the material and bind keyslot `id` (metadata only in memory).
+    pub(crate) fn store_keyslot(
+        &mut self,
+        io: &dyn BlockIo,
+        id: u32,
+        volume_key: &[u8],
+        passphrase: &[u8],
+        kdf: &Pbkdf,
+        backend: Backend,
+    ) -> Result<(), Error> {
+        let digest = self.segment_digest()?.clone();
+        let af_hash = HashAlg::parse(&digest.hash)
+            .map_err(|_| bad(format!("digest hash '{}' unsupported", digest.hash)))?;
+        let seg_cipher = self
+            .meta
+            .segments
+            .values()
+            .next()
+            .and_then(|s| s.encryption.clone())
+            .ok_or_else(|| bad("segment has no encryption"))?;
+        let area = keyslot::find_gap(&self.meta, self.hdr_size, volume_key.len())?;
+        let new = keyslot::NewKeyslot {
+            id,
+            volume_key,
+            passphrase,
+            kdf,
+            af_hash,
+            segment_cipher: &seg_cipher,
+            area,
+        };
+        let ks = keyslot::store(&new, io, backend)?;
+        self.meta.keyslots.insert(id, Keyslot::Luks2(ks));
+        let sid = id.to_string();
+        for d in self.meta.digests.values_mut() {
+            if d.digest == digest.digest && !d.keyslots.contains(&sid) {
+                d.keyslots.push(sid.clone());
+                d.keyslots.sort_by_key(|k| k.parse::<u32>().unwrap_or(u32::MAX));
+            }
+        }
+        Ok(())
+    }
+
+    /// Wipe keyslot `slot`'s area with random data, drop it (and its digest
+    /// and token bindings) and write the header.
+    pub fn remove_keyslot(&mut self, io: &dyn BlockIo, slot: usize) -> Result<(), Error> {
+        if slot >= validate::OBJECTS_MAX {
+            return Err(Error::KeyslotOutOfRange(slot));
+        }
+        let id = slot as u32;
+        let ks = self.meta.keyslots.get(&id).ok_or(Error::KeyslotInactive(slot))?;
+        if let Some((off, len)) = ks.area() {
+            crate::area::wipe_random(io, off, len, &format!("LUKS2 keyslot {slot} area"))?;
+        }
+        let mut next = self.clone();
+        keyslot::unbind(&mut next.meta, id);
+        next.write(io)?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Header backup length: both copies plus the keyslots area.
+    pub fn header_len(&self) -> u64 {
+        self.areas_end()
+    }
+
+    /// Keyslot `id`'s digest id, for dumps.
+    pub fn keyslot_digest_id(&self, id: u32) -> Option<u32> {
+        let d = self.digest_for_keyslot(id)?;
+        self.meta
+            .digests
+            .iter()
+            .find(|(_, v)| std::ptr::eq(*v, d))
+            .map(|(k, _)| *k)
+    }
+}

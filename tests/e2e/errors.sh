@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Errors: each has its documented exit code, a stderr line that names the
+# problem ('cryptkeep: what (where): hint'), and leaves the header alone.
+source "$(dirname "$0")/lib/common.sh"
+
+printf 'right passphrase' > "$W/pass"
+printf 'wrong passphrase' > "$W/bad"
+vol=$W/vol.img
+mkvol "$vol" 40M "$W/pass"
+hsum() { head -c 16777216 "$vol" | sha256sum; }
+before=$(hsum)
+
+step "wrong passphrase: exit 2, header unchanged"
+expect_fail 2 'passphrase' "$CK" open "$vol" e1 --key-file "$W/bad"
+expect_fail 2 'passphrase' "$CK" dump "$vol" --dump-volume-key --batch-mode --key-file "$W/bad"
+expect_fail 2 'passphrase' "$CK" keyslot add "$vol" "$W/pass" --key-file "$W/bad" "${FAST[@]}"
+expect_fail 2 'passphrase' "$CK" keyslot change "$vol" "$W/pass" --key-file "$W/bad" "${FAST[@]}"
+expect_fail 2 'passphrase' "$CK" keyslot remove "$vol" --key-file "$W/bad" --batch-mode
+[ "$(hsum)" = "$before" ] || fail "a failed command changed the header"
+[ ! -e "$CRYPTKEEP_RUN_DIR/e1" ] || fail "failed open left a state dir"
+
+step "wrong passphrase piped on stdin (one line, newline stripped)"
+rc=0; printf 'wrong passphrase\n' | "$CK" open "$vol" e1 2>"$W/err" || rc=$?
+[ $rc = 2 ] || { cat "$W/err"; fail "piped wrong passphrase: exit $rc"; }
+dev=$(printf 'right passphrase\n' | "$CK" open "$vol" e1) || fail "piped right passphrase refused"
+"$CK" close e1
+
+step "missing volume: exit 4"
+expect_fail 4 "$W/nope.img" "$CK" open "$W/nope.img" e2 --key-file "$W/pass"
+expect_fail 4 'does not exist.*--size' "$CK" format "$W/nope.img" --key-file "$W/pass" --batch-mode
+expect_fail 4 "$W/nokey" "$CK" open "$vol" e2 --key-file "$W/nokey"
+
+step "not a LUKS file: exit 4"
+truncate -s 20M "$W/zero.img"
+expect_fail 4 'not a LUKS' "$CK" open "$W/zero.img" e3 --key-file "$W/pass"
+expect_fail 4 'not a LUKS' "$CK" dump "$W/zero.img"
+expect_fail 4 'not a LUKS' "$CK" isLuks "$W/zero.img"
+"$CK" isLuks "$vol" || fail "isLuks refused a LUKS volume"
+
+step "name in use / volume already open: exit 5"
+dev=$("$CK" open "$vol" busy --key-file "$W/pass")
+expect_fail 5 "already open.*$dev.*cryptkeep close busy" "$CK" open "$vol" busy --key-file "$W/pass"
+expect_fail 5 "already open as busy" "$CK" open "$vol" other --key-file "$W/pass"
+expect_fail 5 "open as busy" "$CK" format "$vol" --key-file "$W/pass" --batch-mode "${FAST[@]}"
+[ "$(hsum)" = "$before" ] || fail "refused format changed the header"
+"$CK" close busy
+
+step "existing LUKS header, no --batch-mode, no terminal: refused (exit 5)"
+expect_fail 5 'already has a LUKS header' "$CK" format "$vol" --key-file "$W/pass" "${FAST[@]}"
+[ "$(hsum)" = "$before" ] || fail "refused format changed the header"
+
+step "close / status of an unknown name: exit 4 with a hint"
+expect_fail 4 'cryptkeep status lists open volumes' "$CK" close nosuchname
+expect_fail 4 'cryptkeep status' "$CK" status nosuchname --json
+"$CK" status --json | grep -q '^\[' || fail "status --json is not an array"
+
+step "truncated header file: exit 6"
+head -c 8192 "$vol" > "$W/trunc.img"
+expect_fail 6 'trunc|short|header' "$CK" open "$W/trunc.img" e4 --key-file "$W/pass"
+expect_fail 6 'trunc|short|header' "$CK" dump "$W/trunc.img"
+step "volume truncated after its header (data segment missing): exit 6"
+head -c 16777216 "$vol" > "$W/nodata.img"
+expect_fail 6 'does not fit' "$CK" open "$W/nodata.img" e5 --key-file "$W/pass"
+
+step "usage errors: exit 1"
+expect_fail 1 'unexpected argument|error' "$CK" open "$vol" --no-such-option
+expect_fail 1 'invalid name' "$CK" open "$vol" 'bad/name' --key-file "$W/pass"
+expect_fail 1 'sector' "$CK" format "$W/x.img" --size 40M --type luks1 --sector-size 4096 --key-file "$W/pass" --batch-mode
+[ ! -e "$W/x.img" ] || fail "a refused format left a new file behind"
+
+[ "$(hsum)" = "$before" ] || fail "header changed"
+echo "PASS errors"
