@@ -34,7 +34,8 @@ echo "(the demo uses a cheap argon2id — 4 passes, 64 MiB — so it is quick;"
 echo " without --pbkdf-* options cryptkeep calibrates argon2id to 2 s and 1 GiB like cryptsetup)"
 run "$ck" format "$w/volume.img" --size 256M --pbkdf argon2id --pbkdf-force-iterations 4 \
   --pbkdf-memory 65536 --key-file "$w/passphrase" --batch-mode
-run "$ck" dump "$w/volume.img" | head -n 25
+run "$ck" dump "$w/volume.img" > "$w/dump.txt"
+head -n 25 "$w/dump.txt"
 
 say "open: the decrypted data becomes a FUSE file on a loop device"
 dev=$("$ck" open "$w/volume.img" demo --key-file "$w/passphrase")

@@ -84,7 +84,7 @@ for type in luks2 luks1; do
   ck_ok "$vol" "$W/p4" || fail "cryptkeep rejected a passphrase cryptsetup changed to"
   ck_bad "$vol" "$W/p2"
   # luksKillSlot by cryptsetup (slot of p1 = 0) -> we refuse p1
-  cryptsetup luksKillSlot -q "$vol" 0 </dev/null
+  cryptsetup luksKillSlot -q --key-file "$W/p4" "$vol" 0 </dev/null
   ck_bad "$vol" "$W/p1"
   # luksKillSlot by us, checked with a remaining passphrase
   cryptsetup luksAddKey -q "${CS_FAST[@]}" --key-file "$W/p4" "$vol" "$W/p1" </dev/null

@@ -16,6 +16,7 @@ head -c 3000000 /dev/urandom > "$mnt/data.bin"
 (cd "$mnt" && sha256sum data.bin) > "$W/sum"
 "$CK" close ro
 
+before=$(sha256sum < "$vol")
 step "read-only open: status, file system, loop device and FUSE file refuse writes"
 dev=$("$CK" open "$vol" ro --key-file "$W/pass" --read-only --mount "$mnt")
 "$CK" status ro --json > "$W/st.json"
@@ -28,7 +29,6 @@ file=$(sed -n 's/^ *"file": "\(.*\)",\?$/\1/p' "$W/st.json")
 [ -f "$file" ] || fail "status names no FUSE file ($file)"
 if dd if=/dev/zero of="$file" bs=4096 count=1 conv=notrunc 2>/dev/null; then fail "wrote to the read-only FUSE file"; fi
 "$CK" close ro
-before=$(sha256sum < "$vol")
 step "the read-only open left the volume byte for byte unchanged"
 [ "$(sha256sum < "$vol")" = "$before" ] || fail "volume changed"
 

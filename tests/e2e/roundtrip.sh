@@ -9,7 +9,7 @@ for type in luks2 luks1; do
   vol=$W/$type.img name=rt-$type mnt=$W/mnt-$type
   mkdir -p "$mnt"
   step "$type: format"
-  mkvol "$vol" 160M "$W/pass" --type "$type"
+  mkvol "$vol" 256M "$W/pass" --type "$type"
   step "$type: open, mkfs.ext4"
   dev=$("$CK" open "$vol" "$name" --key-file "$W/pass")
   [ -b "$dev" ] || fail "open printed '$dev', not a block device"

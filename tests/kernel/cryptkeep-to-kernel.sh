@@ -40,7 +40,7 @@ while IFS='|' read -r name type cipher bits sector pbkdf; do
   [ -n "$name" ] || continue
   t=$EPOCHREALTIME
   img="$W/$name.img"
-  truncate -s 64M "$img"
+  truncate -s 48M "$img"
   opts=(--batch-mode --type "$type" --cipher "$cipher" --key-size "$bits" --key-file "$W/key" --pbkdf "$pbkdf")
   case "$pbkdf" in
     pbkdf2) opts+=(--pbkdf-force-iterations 1000);;

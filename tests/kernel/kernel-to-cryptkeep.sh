@@ -4,10 +4,11 @@
 # pbkdf2 with sha1/sha256/sha512, argon2i, argon2id); one boot of Debian's
 # kernel opens every image with dm-crypt and writes through it: a
 # pseudo-random pattern (most images; two at the 2^32-sector boundary where
-# plain and plain64 IVs part; two with a non-zero LUKS2 iv_tweak) or an ext4
-# tree with a manifest. Then the host opens each image with `cryptkeep open
-# --read-only` and checks the plaintext: the pattern's SHA-256, or e2fsck -fn
-# plus the manifest, plus `cryptkeep status --json` fields.
+# plain and plain64 IVs part; two with a non-zero LUKS2 iv_tweak, written
+# through dm-crypt's iv_offset) or an ext4 tree with a manifest. Then the
+# host opens each image with `cryptkeep open --read-only` and checks the
+# plaintext (the pattern's SHA-256, or e2fsck -fn plus the manifest) and the
+# `cryptkeep status --json` fields.
 # One kernel boot. Needs root, cryptsetup, qemu, openssl, the cryptkeep build.
 set -euo pipefail
 . "$(dirname "$0")/lib/host.sh"
@@ -58,7 +59,7 @@ TWO_TIB_MIB=$(( 2 << 20 ))
 
 # --- host: cryptsetup formats every image --------------------------------
 kt_log "host: cryptsetup luksFormat $(grep -c . <<< "$matrix") images in $W"
-disks=(); : > "$W/jobs"
+disks=(); puts=(); : > "$W/jobs"
 while IFS='|' read -r name type cipher bits sector pbkdf hash kind arg; do
   [ -n "$name" ] || continue
   img="$W/$name.img"
@@ -74,16 +75,29 @@ while IFS='|' read -r name type cipher bits sector pbkdf hash kind arg; do
     opts+=(--pbkdf-force-iterations 1000)
   fi
   cryptsetup luksFormat "${opts[@]}" "$img" || kt_die "$name: cryptsetup luksFormat ${opts[*]} failed"
+  tweak_args=""
   if [ "$kind" = tweak ]; then
+    # cryptsetup 2.6 `open` of a one-segment LUKS2 volume ignores iv_tweak
+    # (crypt_get_iv_offset() is 0 for LUKS; only its reencryption code sets
+    # dm-crypt's iv_offset from it), so the kernel writes through a plain
+    # dm-crypt mapping with the volume key, the data offset and
+    # iv_offset = iv_tweak (--skip, 512-byte units), which is what the field
+    # means; cryptkeep must read that through the LUKS2 header.
     kt_luks2_set_iv_tweak "$img" "$arg" || kt_die "$name: could not set iv_tweak $arg"
     cryptsetup luksDump --dump-json-metadata "$img" | grep -q "\"iv_tweak\":\"$arg\"" \
       || kt_die "$name: cryptsetup does not read back iv_tweak $arg"
+    cryptsetup luksDump --dump-volume-key --batch-mode --key-file "$W/key" \
+      --volume-key-file "$W/$name.vk" "$img" > /dev/null || kt_die "$name: luksDump --dump-volume-key failed"
+    off=$(cryptsetup luksDump "$img" | sed -n 's/^[[:space:]]*offset: *\([0-9]*\) \[bytes\].*/\1/p' | head -n 1)
+    [ -n "$off" ] || kt_die "$name: no data offset in luksDump"
+    tweak_args="$cipher $bits $((off / 512)) $arg"
+    puts+=(--put "$W/$name.vk")
   fi
   # Where the kernel writes: MiB into the data segment.
   case "$kind" in
     pat) seek=$arg;; tweak) seek=0;; big) seek=$((TWO_TIB_MIB - PAT_MIB / 2));; ext4) seek=-;;
   esac
-  echo "$name $kind $sector $seek" >> "$W/jobs"
+  echo "$name $kind $sector $seek $tweak_args" >> "$W/jobs"
   disks+=("$name=$img")
 done <<< "$matrix"
 kt_log "host: formatted ${#disks[@]} images"
@@ -96,8 +110,14 @@ tar -C "$W/tree" -cf "$W/tree.tar" .
 # --- kernel: dm-crypt writes ---------------------------------------------
 cat > "$W/guest-script.sh" <<'EOF'
 . /harness/guest.sh
-while read -r name kind sector seek; do
-  g_open "$name" /harness/key || continue
+while read -r name kind sector seek cipher bits offset tweak; do
+  if [ "$kind" = tweak ]; then
+    g_run "$name: kernel plain dm-crypt, offset $offset, iv_offset $tweak" cryptsetup open --type plain \
+      --cipher "$cipher" --key-size "$bits" --key-file "/harness/$name.vk" --offset "$offset" \
+      --skip "$tweak" --sector-size "$sector" "$(g_disk "$name")" "$name" || continue
+  else
+    g_open "$name" /harness/key || continue
+  fi
   g_expect_sector "$name" "$sector"
   dev=/dev/mapper/$name
   if [ "$kind" = ext4 ]; then
@@ -118,7 +138,7 @@ sync
 g_finish
 EOF
 kt_boot --timeout 400 --script "$W/guest-script.sh" --put "$KT_LIB/guest.sh" --put "$W/key" \
-  --put "$W/jobs" --put "$W/pattern.bin" --put "$W/tree.tar" "${disks[@]}" \
+  --put "$W/jobs" --put "$W/pattern.bin" --put "$W/tree.tar" "${puts[@]}" "${disks[@]}" \
   || kt_die "the kernel phase failed (see the guest's FAIL lines above)"
 
 if [ "$phase_only" = 1 ]; then
@@ -127,7 +147,8 @@ if [ "$phase_only" = 1 ]; then
 fi
 
 # --- host: cryptkeep reads --------------------------------------------------
-json_field() { grep -o "\"$1\": *\"\\?[^,\"}]*" | sed 's/.*: *"\{0,1\}//' | head -n 1; }
+# The value of a top-level string/number/bool field of cryptkeep's JSON.
+json_field() { grep -o "\"$1\": *\"\\?[^,\"}]*" | sed 's/^"[^"]*": *"\{0,1\}//' | head -n 1; }
 while IFS='|' read -r name type cipher bits sector pbkdf hash kind arg; do
   [ -n "$name" ] || continue
   img="$W/$name.img"

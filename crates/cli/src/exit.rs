@@ -154,19 +154,19 @@ pub fn from_luks(e: cryptkeep_luks::Error, place: &str) -> CliError {
             Code::NotFound,
             what,
             place,
-            "not a LUKS volume; check the path, or use --header if the header is detached",
+            "if its header is detached, pass --header FILE",
         ),
         E::BadHeader { .. } => CliError::new(
             Code::Corrupt,
             what,
             place,
-            "the LUKS header is damaged; restore it with: cryptkeep header restore VOLUME --header-backup-file FILE",
+            "to restore a backup: cryptkeep header restore VOLUME --header-backup-file FILE",
         ),
         E::WrongPassphrase => CliError::new(
             Code::Permission,
             what,
             place,
-            "no keyslot opened with this passphrase; check it (and --key-file/--key-slot), or list the keyslots with: cryptkeep keyslot list VOLUME",
+            "check --key-file/--key-slot; the keyslots: cryptkeep keyslot list VOLUME",
         ),
         E::NoFreeKeyslot => CliError::new(
             Code::Usage,

@@ -17,7 +17,7 @@ use cmd::*;
 
 /// cryptkeep: LUKS volumes without device-mapper (FUSE file + loop device).
 #[derive(Parser, Debug)]
-#[command(name = "cryptkeep", version, about, propagate_version = true)]
+#[command(name = "cryptkeep", version, propagate_version = true)]
 #[command(
     after_help = "Exit codes: 0 ok, 1 wrong parameters, 2 no permission or bad passphrase, \
 3 out of memory, 4 wrong device or file (not found, not LUKS, unknown name), \
@@ -132,7 +132,20 @@ fn main() {
                 K::DisplayHelp | K::DisplayVersion => 0,
                 _ => exit::Code::Usage.as_i32(),
             };
-            let _ = e.print();
+            if code == 0 || e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                std::process::exit(code);
+            }
+            // Usage errors in the common `cryptkeep: what (where): hint`
+            // form, followed by clap's usage lines.
+            let text = e.render().to_string();
+            let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+            let first = lines.next().unwrap_or("invalid command line");
+            let what = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("cryptkeep: {what} (command line): see cryptkeep --help or cryptkeep VERB --help");
+            for l in lines {
+                eprintln!("{l}");
+            }
             std::process::exit(code);
         }
     };

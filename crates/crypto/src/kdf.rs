@@ -192,8 +192,12 @@ pub(crate) fn argon2_into(
         ))
     })?;
     blocks.resize(blocks_len, Block::default());
-    let r = Argon2::new(alg, Version::V0x13, params)
-        .hash_password_into_with_memory(password, salt, out, &mut blocks[..]);
+    let r = Argon2::new(alg, Version::V0x13, params).hash_password_into_with_memory(
+        password,
+        salt,
+        out,
+        &mut blocks[..],
+    );
     blocks.zeroize();
     r.map_err(|e| Error::Kdf(format!("{what} failed: {e} (salt {} bytes)", salt.len())))
 }

@@ -1,10 +1,37 @@
 //! cryptkeep's cryptography: dm-crypt sector ciphers with the kernel's IV
 //! semantics, the KDFs LUKS uses (PBKDF2, Argon2i, Argon2id), the LUKS
 //! anti-forensic splitter, hashes, and zeroizing secret types.
-//!
-//! Two backends implement every sector cipher behind [`sector::SectorCipher`]:
-//! [`Backend::Accelerated`] (aws-lc) and [`Backend::Portable`] (pure Rust).
 //! Nothing in this crate does I/O.
+//!
+//! # What other crates use
+//!
+//! | module | items | standard |
+//! |---|---|---|
+//! | [`spec`] | [`CipherSpec`] (`parse("aes-xts-plain64")`, `parse_luks1("aes", "xts-plain64")`, `Display`, `luks1_cipher_name`/`luks1_cipher_mode`, `check_key_size`), [`spec::ChainMode`], [`spec::IvMode`] | dm-crypt table syntax |
+//! | [`sector`] | [`SectorCipher`] (`encrypt`/`decrypt(buf, sector_size, first_iv, iv_step)`, `spec`, `key_len`, `backend`, `implementation`), [`new_sector_cipher`] | IEEE 1619 XTS, SP 800-38A CBC/ECB, kernel IV generators |
+//! | [`backend`] | [`Backend`] (`Accelerated` = aws-lc, the default; `Portable` = pure Rust) | |
+//! | [`kdf`] | [`Pbkdf`], [`PbkdfKind`], [`kdf::derive`], [`kdf::calibrate`], [`kdf::pbkdf2_iterations_per_second`] | RFC 8018, RFC 9106, cryptsetup's benchmark rules |
+//! | [`af`] | [`af::split`], [`af::merge`], [`af::material_len`] | LUKS1 on-disk format §2.4 (`af.c`) |
+//! | [`hash`] | [`HashAlg`] (`parse`, `name`, `digest_len`, `digest`, `digest_parts`, `hmac`) | FIPS 180-4, RIPEMD-160, RFC 2104 |
+//! | [`secret`] | [`SecretBytes`] (mlocked, zeroized on drop, `Debug` shows the length only), [`secret::ct_eq`] | |
+//! | [`rand`] | [`rand::fill_random`] | getrandom(2) |
+//! | [`mod@bench`] | [`bench::cipher_throughput`] for `cryptkeep benchmark` | like `cryptsetup benchmark` |
+//! | [`error`] | [`Error`], the crate's one error enum | |
+//!
+//! # Sector numbering
+//!
+//! A buffer passed to [`SectorCipher::encrypt`] is whole sectors; sector `i`
+//! of the buffer gets the IV of sector number `first_iv + i * iv_step`. LUKS2
+//! and dm-crypt count IVs in 512-byte units unless `iv_large_sectors` is set,
+//! so 4096-byte sectors usually mean `iv_step = 8`.
+//!
+//! # Backends
+//!
+//! Both backends give identical bytes (the tests run every known-answer
+//! vector on both and compare them on random data). aws-lc has no
+//! AES-128/192-XTS and refuses XTS keys with equal halves; an accelerated
+//! request for those is served by the portable code and
+//! [`SectorCipher::backend`] then reports [`Backend::Portable`].
 
 pub mod aead;
 pub mod af;

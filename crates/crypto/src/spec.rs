@@ -228,14 +228,24 @@ mod tests {
             CipherSpec::parse("aes-cbc-essiv:sha256").unwrap(),
             CipherSpec::AES_CBC_ESSIV_SHA256
         );
-        assert_eq!(CipherSpec::parse("aes-ecb-null").unwrap().to_string(), "aes-ecb");
+        assert_eq!(
+            CipherSpec::parse("aes-ecb-null").unwrap().to_string(),
+            "aes-ecb"
+        );
     }
 
     #[test]
     fn rejects() {
         for s in [
-            "", "aes", "aes-xts", "twofish-xts-plain64", "aes-ctr-plain64", "aes-xts-benbi",
-            "aes-ecb-plain64", "aes-cbc-essiv:md5", "aes-cbc-essiv",
+            "",
+            "aes",
+            "aes-xts",
+            "twofish-xts-plain64",
+            "aes-ctr-plain64",
+            "aes-xts-benbi",
+            "aes-ecb-plain64",
+            "aes-cbc-essiv:md5",
+            "aes-cbc-essiv",
         ] {
             assert!(CipherSpec::parse(s).is_err(), "{s} parsed");
         }
@@ -261,6 +271,9 @@ mod tests {
             Err(Error::UnsupportedCipher(_))
         ));
         let msg = xts.check_key_size(16).unwrap_err().to_string();
-        assert!(msg.contains("aes-xts-plain64") && msg.contains("16"), "{msg}");
+        assert!(
+            msg.contains("aes-xts-plain64") && msg.contains("16"),
+            "{msg}"
+        );
     }
 }

@@ -39,7 +39,10 @@ fn split_merge_round_trip() {
             assert_ne!(wrong.as_slice(), &key[..]);
             // Splitting twice gives different material (random stripes).
             if stripes > 1 {
-                assert_ne!(af::split(&key, stripes, hash).unwrap().as_slice(), m.as_slice());
+                assert_ne!(
+                    af::split(&key, stripes, hash).unwrap().as_slice(),
+                    m.as_slice()
+                );
             }
         }
     }
@@ -89,10 +92,7 @@ fn parse_luks1(h: &[u8]) -> Luks1 {
 fn run(cmd: &mut Command) -> bool {
     let out = cmd.output().expect("spawn");
     if !out.status.success() {
-        eprintln!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        eprintln!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     out.status.success()
 }
@@ -104,7 +104,14 @@ fn format_luks1(dir: &Path, cipher: &str, key_bits: usize, hash: &str, vk: &[u8]
     let f = std::fs::File::create(&img).unwrap();
     f.set_len(4 << 20).unwrap();
     assert!(run(Command::new("cryptsetup")
-        .args(["luksFormat", "--type", "luks1", "--batch-mode", "--cipher", cipher])
+        .args([
+            "luksFormat",
+            "--type",
+            "luks1",
+            "--batch-mode",
+            "--cipher",
+            cipher
+        ])
         .args(["--key-size", &key_bits.to_string(), "--hash", hash])
         .args(["--pbkdf-force-iterations", "1000"])
         .arg("--volume-key-file")
@@ -141,7 +148,10 @@ fn luks1_keyslot_from_cryptsetup_both_ways() {
         assert_eq!(h.cipher.to_string(), cipher);
         assert_eq!(h.key_bytes, vk.len());
         let slot_key = derive(
-            &Pbkdf::Pbkdf2 { hash: h.hash, iterations: h.slot_iter },
+            &Pbkdf::Pbkdf2 {
+                hash: h.hash,
+                iterations: h.slot_iter,
+            },
             b"correct horse",
             &h.slot_salt,
             h.key_bytes,
@@ -158,7 +168,10 @@ fn luks1_keyslot_from_cryptsetup_both_ways() {
             assert_eq!(key.as_slice(), &vk[..], "{cipher} {bits} {hash} {backend}");
             // The header's master-key digest agrees too.
             let d = derive(
-                &Pbkdf::Pbkdf2 { hash: h.hash, iterations: h.mk_iter },
+                &Pbkdf::Pbkdf2 {
+                    hash: h.hash,
+                    iterations: h.mk_iter,
+                },
                 key.as_slice(),
                 &h.mk_salt,
                 20,
@@ -169,7 +182,10 @@ fn luks1_keyslot_from_cryptsetup_both_ways() {
 
         // Now write the keyslot ourselves: fresh AF stripes, encrypted with
         // the slot key; cryptsetup must still accept the passphrase.
-        let mut fresh = af::split(&vk, h.stripes, h.hash).unwrap().as_slice().to_vec();
+        let mut fresh = af::split(&vk, h.stripes, h.hash)
+            .unwrap()
+            .as_slice()
+            .to_vec();
         fresh.resize(area, 0);
         let c = new_sector_cipher(&h.cipher, slot_key.as_slice(), Backend::Accelerated).unwrap();
         c.encrypt(&mut fresh, 512, 0, 1).unwrap();

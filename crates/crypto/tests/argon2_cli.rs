@@ -8,7 +8,15 @@ use cryptkeep_crypto::kdf::{derive, Pbkdf};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn reference(kind: &str, t: u32, m: u32, p: u32, password: &[u8], salt: &str, len: usize) -> String {
+fn reference(
+    kind: &str,
+    t: u32,
+    m: u32,
+    p: u32,
+    password: &[u8],
+    salt: &str,
+    len: usize,
+) -> String {
     let mut child = Command::new("argon2")
         .args([salt, kind, "-t", &t.to_string(), "-k", &m.to_string()])
         .args(["-p", &p.to_string(), "-l", &len.to_string(), "-r"])
@@ -24,20 +32,43 @@ fn reference(kind: &str, t: u32, m: u32, p: u32, password: &[u8], salt: &str, le
         .expect("write password");
     let out = child.wait_with_output().expect("argon2 output");
     assert!(out.status.success(), "argon2 failed");
-    String::from_utf8(out.stdout).expect("utf8").trim().to_string()
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_string()
 }
 
 #[test]
 fn random_inputs_agree_with_argon2_cli() {
     require_tool("argon2", "argon2");
-    for (i, (t, m, p)) in [(1u32, 64u32, 1u32), (4, 128, 4), (3, 512, 2)].into_iter().enumerate() {
+    for (i, (t, m, p)) in [(1u32, 64u32, 1u32), (4, 128, 4), (3, 512, 2)]
+        .into_iter()
+        .enumerate()
+    {
         // Printable password and salt (the CLI takes the salt as an argument).
         let password: Vec<u8> = random(20).iter().map(|b| b'a' + b % 26).collect();
-        let salt: String = random(32).iter().map(|b| char::from(b'A' + b % 26)).collect();
+        let salt: String = random(32)
+            .iter()
+            .map(|b| char::from(b'A' + b % 26))
+            .collect();
         let (kind, kdf) = if i % 2 == 0 {
-            ("-id", Pbkdf::Argon2id { time: t, memory_kib: m, parallel: p })
+            (
+                "-id",
+                Pbkdf::Argon2id {
+                    time: t,
+                    memory_kib: m,
+                    parallel: p,
+                },
+            )
         } else {
-            ("-i", Pbkdf::Argon2i { time: t, memory_kib: m, parallel: p })
+            (
+                "-i",
+                Pbkdf::Argon2i {
+                    time: t,
+                    memory_kib: m,
+                    parallel: p,
+                },
+            )
         };
         let ours = derive(&kdf, &password, salt.as_bytes(), 32).unwrap();
         assert_eq!(

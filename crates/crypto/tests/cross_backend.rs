@@ -86,8 +86,14 @@ fn batch_equals_sector_by_sector() {
 #[test]
 fn iv_modes_differ_where_the_kernel_says() {
     let key = random(64);
-    let mk = |s: &str| new_sector_cipher(&CipherSpec::parse(s).unwrap(), &key, Backend::Portable).unwrap();
-    let (plain, plain64, be) = (mk("aes-xts-plain"), mk("aes-xts-plain64"), mk("aes-xts-plain64be"));
+    let mk = |s: &str| {
+        new_sector_cipher(&CipherSpec::parse(s).unwrap(), &key, Backend::Portable).unwrap()
+    };
+    let (plain, plain64, be) = (
+        mk("aes-xts-plain"),
+        mk("aes-xts-plain64"),
+        mk("aes-xts-plain64be"),
+    );
     let pt = random(512);
     let enc = |c: &dyn cryptkeep_crypto::SectorCipher, n: u64| {
         let mut b = pt.clone();
@@ -134,6 +140,41 @@ fn concurrent_use_is_consistent() {
             .collect();
         for h in handles {
             h.join().unwrap();
+        }
+    }
+}
+
+/// Flipping one ciphertext bit: XTS garbles exactly that 16-byte block of
+/// the sector; CBC garbles that block and flips the same bit of the next one.
+/// (These modes do not authenticate; this checks their structure.)
+#[test]
+fn tampering_spreads_as_the_mode_says() {
+    let key = random(64);
+    for backend in Backend::ALL {
+        let xts = new_sector_cipher(&CipherSpec::AES_XTS_PLAIN64, &key, backend).unwrap();
+        let cbc = new_sector_cipher(
+            &CipherSpec::parse("aes-cbc-plain64").unwrap(),
+            &key[..32],
+            backend,
+        )
+        .unwrap();
+        let pt = random(4096);
+        for (c, is_cbc) in [(&xts, false), (&cbc, true)] {
+            let mut ct = pt.clone();
+            c.encrypt(&mut ct, 512, 100, 1).unwrap();
+            ct[512 + 5 * 16 + 3] ^= 0x10; // sector 1, block 5, byte 3
+            c.decrypt(&mut ct, 512, 100, 1).unwrap();
+            let bad: Vec<usize> = (0..4096).filter(|&i| ct[i] != pt[i]).collect();
+            let first = 512 + 5 * 16;
+            assert!(bad.iter().all(|&i| i >= first), "{backend} cbc={is_cbc}");
+            assert!(bad.iter().filter(|&&i| i < first + 16).count() > 8);
+            if is_cbc {
+                let next: Vec<usize> = bad.iter().copied().filter(|&i| i >= first + 16).collect();
+                assert_eq!(next, vec![first + 16 + 3], "{backend}");
+                assert_eq!(ct[first + 19] ^ pt[first + 19], 0x10);
+            } else {
+                assert!(bad.iter().all(|&i| i < first + 16), "{backend}");
+            }
         }
     }
 }

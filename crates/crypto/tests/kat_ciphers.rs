@@ -25,7 +25,11 @@ fn xts_ieee1619_both_backends() {
         }
         for backend in Backend::ALL {
             let c = new_sector_cipher(&spec, &key, backend).unwrap();
-            let name = format!("vector {} on {backend} ({})", field(v, "Vector"), c.implementation());
+            let name = format!(
+                "vector {} on {backend} ({})",
+                field(v, "Vector"),
+                c.implementation()
+            );
             let mut buf = pt.clone();
             c.encrypt(&mut buf, pt.len(), unit, 1).unwrap();
             assert_eq!(buf, ct, "encrypt {name}");
@@ -127,15 +131,27 @@ fn accelerated_backend_reports_what_runs() {
     assert_eq!(c.key_len(), 64);
     assert_eq!(c.spec(), &CipherSpec::AES_XTS_PLAIN64);
     // aws-lc has no AES-128-XTS: served by the portable code, and says so.
-    let c = new_sector_cipher(&CipherSpec::AES_XTS_PLAIN64, &k64[..32], Backend::Accelerated)
-        .unwrap();
+    let c = new_sector_cipher(
+        &CipherSpec::AES_XTS_PLAIN64,
+        &k64[..32],
+        Backend::Accelerated,
+    )
+    .unwrap();
     assert_eq!(c.backend(), Backend::Portable);
     // Equal XTS halves: aws-lc refuses, the kernel does not; we fall back.
-    let c = new_sector_cipher(&CipherSpec::AES_XTS_PLAIN64, &[9u8; 64], Backend::Accelerated)
-        .unwrap();
+    let c = new_sector_cipher(
+        &CipherSpec::AES_XTS_PLAIN64,
+        &[9u8; 64],
+        Backend::Accelerated,
+    )
+    .unwrap();
     assert_eq!(c.backend(), Backend::Portable);
-    let c = new_sector_cipher(&CipherSpec::AES_CBC_ESSIV_SHA256, &k64[..16], Backend::Accelerated)
-        .unwrap();
+    let c = new_sector_cipher(
+        &CipherSpec::AES_CBC_ESSIV_SHA256,
+        &k64[..16],
+        Backend::Accelerated,
+    )
+    .unwrap();
     assert_eq!(c.backend(), Backend::Accelerated);
 }
 

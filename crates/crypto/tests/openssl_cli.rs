@@ -52,10 +52,7 @@ fn kernel_iv(spec: &str, key: &[u8], sector: u64) -> Vec<u8> {
         "aes-cbc-essiv:sha256" => {
             let salt = openssl(&["dgst", "-sha256", "-binary"], key);
             iv[..8].copy_from_slice(&sector.to_le_bytes());
-            iv = openssl(
-                &["enc", "-aes-256-ecb", "-nopad", "-K", &hexs(&salt)],
-                &iv,
-            );
+            iv = openssl(&["enc", "-aes-256-ecb", "-nopad", "-K", &hexs(&salt)], &iv);
         }
         _ => unreachable!("{spec}"),
     }
@@ -79,7 +76,15 @@ fn cbc_iv_modes_match_openssl_enc() {
                 let pt = random(512);
                 let iv = kernel_iv(s, &key, sector);
                 let want = openssl(
-                    &["enc", &cbc_name(key_len), "-nopad", "-K", &hexs(&key), "-iv", &hexs(&iv)],
+                    &[
+                        "enc",
+                        &cbc_name(key_len),
+                        "-nopad",
+                        "-K",
+                        &hexs(&key),
+                        "-iv",
+                        &hexs(&iv),
+                    ],
                     &pt,
                 );
                 for backend in Backend::ALL {
@@ -90,7 +95,16 @@ fn cbc_iv_modes_match_openssl_enc() {
                 }
                 // And OpenSSL decrypts what we wrote.
                 let back = openssl(
-                    &["enc", "-d", &cbc_name(key_len), "-nopad", "-K", &hexs(&key), "-iv", &hexs(&iv)],
+                    &[
+                        "enc",
+                        "-d",
+                        &cbc_name(key_len),
+                        "-nopad",
+                        "-K",
+                        &hexs(&key),
+                        "-iv",
+                        &hexs(&iv),
+                    ],
                     &want,
                 );
                 assert_eq!(back, pt);
@@ -106,11 +120,18 @@ fn ecb_matches_openssl_enc() {
         let key = random(key_len);
         let pt = random(1024);
         let want = openssl(
-            &["enc", &format!("-aes-{}-ecb", key_len * 8), "-nopad", "-K", &hexs(&key)],
+            &[
+                "enc",
+                &format!("-aes-{}-ecb", key_len * 8),
+                "-nopad",
+                "-K",
+                &hexs(&key),
+            ],
             &pt,
         );
         for backend in Backend::ALL {
-            let c = new_sector_cipher(&CipherSpec::parse("aes-ecb").unwrap(), &key, backend).unwrap();
+            let c =
+                new_sector_cipher(&CipherSpec::parse("aes-ecb").unwrap(), &key, backend).unwrap();
             let mut got = pt.clone();
             c.encrypt(&mut got, 512, 42, 1).unwrap();
             assert_eq!(got, want, "key {key_len} {backend}");

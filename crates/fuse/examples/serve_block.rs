@@ -25,7 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size = file.metadata()?.len() / 4096 * 4096;
     let mut key = vec![0u8; 64];
     cryptkeep_crypto::rand::fill_random(&mut key)?;
-    let cipher = new_sector_cipher(&CipherSpec::parse("aes-xts-plain64")?, &key, Backend::default())?;
+    let cipher = new_sector_cipher(
+        &CipherSpec::parse("aes-xts-plain64")?,
+        &key,
+        Backend::default(),
+    )?;
     let crypt = Arc::new(InlineCrypt::new(cipher, 4096, 0));
     let engine = Arc::new(Engine::new(file, 0, size, crypt, false)?);
     let opts = BlockFileOptions::default();
@@ -36,7 +40,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &opts,
         BlockFileTuning::default().with_threads(threads),
     )?;
-    println!("{}", cryptkeep_fuse::block_file_path(&mountpoint, &opts).display());
+    println!(
+        "{}",
+        cryptkeep_fuse::block_file_path(&mountpoint, &opts).display()
+    );
     mount.wait();
     Ok(())
 }

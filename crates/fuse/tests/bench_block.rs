@@ -40,11 +40,17 @@ fn fio(dev: &str, rw: &str) -> f64 {
         ])
         .output()
         .expect("fio");
-    assert!(out.status.success(), "fio: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fio: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let f: Vec<&str> = line.split(';').collect();
     // Terse format v3: read bandwidth (KiB/s) is field 7, write bandwidth field 48.
-    let kib: f64 = f[if rw == "read" { 6 } else { 47 }].parse().expect("fio terse output");
+    let kib: f64 = f[if rw == "read" { 6 } else { 47 }]
+        .parse()
+        .expect("fio terse output");
     kib / 1024.0
 }
 
@@ -86,7 +92,17 @@ fn bench_fio_fuse_vs_bindfs() {
 
     let dir = TempDir::new("bench");
     let tmpfs = dir.sub("tmpfs");
-    run("mount", &["-t", "tmpfs", "-o", "size=1G", "tmpfs", tmpfs.to_str().unwrap()]);
+    run(
+        "mount",
+        &[
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1G",
+            "tmpfs",
+            tmpfs.to_str().unwrap(),
+        ],
+    );
     let _tmpfs = Unmount(tmpfs.to_str().unwrap().to_string());
 
     // cryptkeep: FUSE block file over an image on tmpfs.
@@ -113,7 +129,10 @@ fn bench_fio_fuse_vs_bindfs() {
     std::fs::create_dir(&plain).unwrap();
     backing(&plain.join("file"), DEV_SIZE);
     let bind_mnt = dir.sub("bind");
-    run("bindfs", &[plain.to_str().unwrap(), bind_mnt.to_str().unwrap()]);
+    run(
+        "bindfs",
+        &[plain.to_str().unwrap(), bind_mnt.to_str().unwrap()],
+    );
     struct FuseUnmount(String);
     impl Drop for FuseUnmount {
         fn drop(&mut self) {

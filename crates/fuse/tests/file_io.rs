@@ -66,13 +66,17 @@ fn odd_offsets_round_trip_through_fuse() {
     let mut tail = vec![0u8; 10_000];
     assert_eq!(f.read_at(&mut tail, SIZE - 100).unwrap(), 100);
     assert_eq!(tail[..100], model[model.len() - 100..]);
-    // Writing past the end fails; the size never changes.
-    let e = f.write_at(b"xy", SIZE - 1).err();
-    let e2 = f.write_at(b"x", SIZE).err();
-    assert!(
-        e.is_some() || e2.is_some(),
-        "a write past the end of the volume succeeded"
-    );
+    // Writing past the end fails with ENOSPC, like a block device, and
+    // writes nothing; the size never changes.
+    for (data, at) in [(&b"xy"[..], SIZE - 1), (&b"x"[..], SIZE)] {
+        let e = f
+            .write_at(data, at)
+            .expect_err("write past the end succeeded");
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    }
+    let mut last = [0u8; 1];
+    f.read_exact_at(&mut last, SIZE - 1).unwrap();
+    assert_eq!(last[0], model[model.len() - 1]);
     assert_eq!(std::fs::metadata(&file_path).unwrap().len(), SIZE);
     assert!(f.set_len(SIZE / 2).is_err());
     // Without allow_discards, punching holes is refused.

@@ -35,15 +35,22 @@ pub(crate) fn open_material(
     what: &str,
 ) -> Result<SecretBytes, Error> {
     let len = material_len(key_bytes, AF_STRIPES);
-    let len_usize = usize::try_from(len).map_err(|_| Error::Unsupported(format!("{what} too large")))?;
+    let len_usize =
+        usize::try_from(len).map_err(|_| Error::Unsupported(format!("{what} too large")))?;
     let raw = io::read_vec(io, offset, len_usize, what)?;
     let mut buf = SecretBytes::from_vec(raw);
     let cipher = new_sector_cipher(spec, slot_key, backend)?;
     cipher.decrypt(buf.as_mut_slice(), AREA_SECTOR as usize, 0, 1)?;
     let used = key_bytes * AF_STRIPES as usize;
-    Ok(af::merge(&buf.as_slice()[..used], key_bytes, AF_STRIPES, af_hash)?)
+    Ok(af::merge(
+        &buf.as_slice()[..used],
+        key_bytes,
+        AF_STRIPES,
+        af_hash,
+    )?)
 }
 
+#[allow(clippy::too_many_arguments)]
 /// AF-split `volume_key`, encrypt it with the keyslot key and write it at `offset`.
 pub(crate) fn store_material(
     io: &dyn BlockIo,
@@ -68,7 +75,12 @@ pub(crate) fn store_material(
 
 /// Overwrite `len` bytes at `offset` with random data (one pass; see
 /// docs/format for why we do not repeat cryptsetup's 39-pass pattern).
-pub(crate) fn wipe_random(io: &dyn BlockIo, offset: u64, len: u64, what: &str) -> Result<(), Error> {
+pub(crate) fn wipe_random(
+    io: &dyn BlockIo,
+    offset: u64,
+    len: u64,
+    what: &str,
+) -> Result<(), Error> {
     fill(io, offset, len, what, true)
 }
 

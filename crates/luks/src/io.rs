@@ -94,7 +94,10 @@ impl BlockIo for MemIo {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         let mut data = self.lock();
         let r = range(data.len(), off, buf.len()).map_err(|_| {
-            io::Error::new(io::ErrorKind::WriteZero, "write beyond the end of the in-memory image")
+            io::Error::new(
+                io::ErrorKind::WriteZero,
+                "write beyond the end of the in-memory image",
+            )
         })?;
         data[r].copy_from_slice(buf);
         Ok(())
@@ -110,17 +113,35 @@ impl BlockIo for MemIo {
 }
 
 /// Read `len` bytes at `off`, naming `what` in the error.
-pub(crate) fn read_vec(io: &dyn BlockIo, off: u64, len: usize, what: &str) -> Result<Vec<u8>, crate::Error> {
+pub(crate) fn read_vec(
+    io: &dyn BlockIo,
+    off: u64,
+    len: usize,
+    what: &str,
+) -> Result<Vec<u8>, crate::Error> {
     let mut buf = vec![0u8; len];
-    io.read_at(&mut buf, off).map_err(|source| crate::Error::Io {
-        what: format!("reading {what} ({len} bytes at offset {off})"),
-        source,
+    io.read_at(&mut buf, off).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::UnexpectedEof {
+            crate::error::bad(format!(
+                "{what} truncated: the device ends before {len} bytes at offset {off}"
+            ))
+        } else {
+            crate::Error::Io {
+                what: format!("reading {what} ({len} bytes at offset {off})"),
+                source,
+            }
+        }
     })?;
     Ok(buf)
 }
 
 /// Write `buf` at `off`, naming `what` in the error.
-pub(crate) fn write_all(io: &dyn BlockIo, buf: &[u8], off: u64, what: &str) -> Result<(), crate::Error> {
+pub(crate) fn write_all(
+    io: &dyn BlockIo,
+    buf: &[u8],
+    off: u64,
+    what: &str,
+) -> Result<(), crate::Error> {
     io.write_at(buf, off).map_err(|source| crate::Error::Io {
         what: format!("writing {what} ({} bytes at offset {off})", buf.len()),
         source,

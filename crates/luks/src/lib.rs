@@ -121,10 +121,16 @@ fn unreachable_spec() -> CipherSpec {
 }
 
 /// Digest iterations: the option, or cryptsetup's 125 ms benchmark rule.
-pub(crate) fn default_digest_iterations(opts: &FormatOptions, hash: HashAlg, key_bytes: usize) -> Result<u32, Error> {
+pub(crate) fn default_digest_iterations(
+    opts: &FormatOptions,
+    hash: HashAlg,
+    key_bytes: usize,
+) -> Result<u32, Error> {
     if let Some(n) = opts.digest_iterations {
         if n == 0 {
-            return Err(Error::InvalidArgument("digest iterations must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "digest iterations must be at least 1".into(),
+            ));
         }
         return Ok(n);
     }
@@ -144,7 +150,7 @@ pub struct Loaded {
 
 #[derive(Clone, Debug)]
 enum Inner {
-    V1(luks1::Luks1),
+    V1(Box<luks1::Luks1>),
     V2(Box<luks2::Luks2>),
 }
 
@@ -161,7 +167,7 @@ impl Luks {
         let mut first = vec![0u8; 8];
         let probed = match io.read_at(&mut first, 0) {
             Ok(()) => luks1::header::probe_version(&first),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(Error::NotLuks),
             Err(source) => {
                 return Err(Error::Io {
                     what: "reading the LUKS magic at offset 0".into(),
@@ -172,11 +178,13 @@ impl Luks {
         match probed {
             Some(1) => Ok(Loaded {
                 luks: Luks {
-                    inner: Inner::V1(luks1::Luks1::load(io)?),
+                    inner: Inner::V1(Box::new(luks1::Luks1::load(io)?)),
                 },
                 notices: Vec::new(),
             }),
-            Some(2) | None => {
+            // Version 2, no magic or an unknown version: LUKS2, whose loader
+            // also looks for an intact secondary copy.
+            _ => {
                 let (l, notices) = luks2::Luks2::load(io)?;
                 Ok(Loaded {
                     luks: Luks {
@@ -185,7 +193,6 @@ impl Luks {
                     notices,
                 })
             }
-            Some(v) => Err(error::bad(format!("unknown LUKS version {v} at offset 6"))),
         }
     }
 
@@ -217,7 +224,9 @@ impl Luks {
         }
         opts.cipher.check_key_size(opts.key_bytes)?;
         let inner = match opts.version {
-            LuksVersion::V1 => Inner::V1(luks1::Luks1::format(io, opts, volume_key, passphrase, slot_kdf, backend)?),
+            LuksVersion::V1 => Inner::V1(Box::new(luks1::Luks1::format(
+                io, opts, volume_key, passphrase, slot_kdf, backend,
+            )?)),
             LuksVersion::V2 => Inner::V2(Box::new(luks2::format::format(
                 io, opts, volume_key, passphrase, slot_kdf, backend,
             )?)),

@@ -48,44 +48,78 @@ fn both_bin(img: &mut [u8], off: usize, bytes: &[u8]) {
 type Gen = (&'static str, &'static str, Box<dyn Fn(&mut Vec<u8>)>);
 
 fn json_gen(name: &'static str, expect: &'static str, f: fn(&mut Value)) -> Gen {
-    (name, expect, Box::new(move |img: &mut Vec<u8>| edit_json(img, &f)))
+    (
+        name,
+        expect,
+        Box::new(move |img: &mut Vec<u8>| edit_json(img, &f)),
+    )
 }
 
 fn luks2_generators() -> Vec<Gen> {
     vec![
-        ("bad magic", "not a LUKS device", Box::new(|img: &mut Vec<u8>| {
-            img[0] = b'X';
-            img[HDR] = b'X';
-        })),
-        ("bad checksum", "checksum mismatch", Box::new(|img: &mut Vec<u8>| {
-            img[4096 + 20] ^= 1;
-            img[HDR + 4096 + 20] ^= 1;
-        })),
-        ("truncated", "truncated", Box::new(|img: &mut Vec<u8>| img.truncate(8192))),
-        ("hdr_size not allowed", "hdr_size 20000", Box::new(|img: &mut Vec<u8>| {
-            both_bin(img, 8, &20000u64.to_be_bytes());
-        })),
-        ("hdr_offset lies", "hdr_offset", Box::new(|img: &mut Vec<u8>| {
-            both_bin(img, 256, &4096u64.to_be_bytes());
-        })),
-        ("garbage after JSON", "non-zero byte after the JSON", Box::new(|img: &mut Vec<u8>| {
-            for base in [0, HDR] {
-                img[base + HDR - 10] = b'x';
-                fix_csum(img, base);
-            }
-        })),
-        json_gen("json_size lies", "config.json_size", |v| v["config"]["json_size"] = "8192".into()),
+        (
+            "bad magic",
+            "not a LUKS device",
+            Box::new(|img: &mut Vec<u8>| {
+                img[0] = b'X';
+                img[HDR] = b'X';
+            }),
+        ),
+        (
+            "bad checksum",
+            "checksum mismatch",
+            Box::new(|img: &mut Vec<u8>| {
+                img[4096 + 20] ^= 1;
+                img[HDR + 4096 + 20] ^= 1;
+            }),
+        ),
+        (
+            "truncated",
+            "truncated",
+            Box::new(|img: &mut Vec<u8>| img.truncate(8192)),
+        ),
+        (
+            "hdr_size not allowed",
+            "hdr_size 20000",
+            Box::new(|img: &mut Vec<u8>| {
+                both_bin(img, 8, &20000u64.to_be_bytes());
+            }),
+        ),
+        (
+            "hdr_offset lies",
+            "hdr_offset",
+            Box::new(|img: &mut Vec<u8>| {
+                both_bin(img, 256, &4096u64.to_be_bytes());
+            }),
+        ),
+        (
+            "garbage after JSON",
+            "non-zero byte after the JSON",
+            Box::new(|img: &mut Vec<u8>| {
+                for base in [0, HDR] {
+                    img[base + HDR - 10] = b'x';
+                    fix_csum(img, base);
+                }
+            }),
+        ),
+        json_gen("json_size lies", "config.json_size", |v| {
+            v["config"]["json_size"] = "8192".into()
+        }),
         json_gen("keyslot areas overlap", "overlaps keyslots.", |v| {
             let ks = v["keyslots"]["0"].clone();
             v["keyslots"]["1"] = ks;
             v["digests"]["0"]["keyslots"] = serde_json::json!(["0", "1"]);
         }),
-        json_gen("keyslot area over header", "overlaps the two metadata copies", |v| {
-            v["keyslots"]["0"]["area"]["offset"] = "16384".into()
-        }),
-        json_gen("keyslot area past keyslots area", "runs past the keyslots area", |v| {
-            v["keyslots"]["0"]["area"]["offset"] = "16773120".into()
-        }),
+        json_gen(
+            "keyslot area over header",
+            "overlaps the two metadata copies",
+            |v| v["keyslots"]["0"]["area"]["offset"] = "16384".into(),
+        ),
+        json_gen(
+            "keyslot area past keyslots area",
+            "runs past the keyslots area",
+            |v| v["keyslots"]["0"]["area"]["offset"] = "16773120".into(),
+        ),
         json_gen("keyslots area over data", "segments.0.offset", |v| {
             v["config"]["keyslots_size"] = "16777216".into()
         }),
@@ -95,23 +129,35 @@ fn luks2_generators() -> Vec<Gen> {
         json_gen("area offset+size overflow", "overflows 64 bits", |v| {
             v["keyslots"]["0"]["area"]["offset"] = "18446744073709551000".into()
         }),
-        json_gen("key_size 0", "keyslots.0.key_size 0", |v| v["keyslots"]["0"]["key_size"] = 0.into()),
-        json_gen("key_size too big", "keyslots.0.key_size 1024", |v| v["keyslots"]["0"]["key_size"] = 1024.into()),
-        json_gen("stripes", "af.stripes is 3999", |v| v["keyslots"]["0"]["af"]["stripes"] = 3999.into()),
+        json_gen("key_size 0", "keyslots.0.key_size 0", |v| {
+            v["keyslots"]["0"]["key_size"] = 0.into()
+        }),
+        json_gen("key_size too big", "keyslots.0.key_size 1024", |v| {
+            v["keyslots"]["0"]["key_size"] = 1024.into()
+        }),
+        json_gen("stripes", "af.stripes is 3999", |v| {
+            v["keyslots"]["0"]["af"]["stripes"] = 3999.into()
+        }),
         json_gen("sector_size not power of two", "sector_size 1000", |v| {
             v["segments"]["0"]["sector_size"] = 1000.into()
         }),
-        json_gen("sector_size too big", "sector_size 8192", |v| v["segments"]["0"]["sector_size"] = 8192.into()),
-        json_gen("segment offset unaligned", "offset 16777217 is not aligned", |v| {
-            v["segments"]["0"]["offset"] = "16777217".into()
+        json_gen("sector_size too big", "sector_size 8192", |v| {
+            v["segments"]["0"]["sector_size"] = 8192.into()
         }),
+        json_gen(
+            "segment offset unaligned",
+            "offset 16777217 is not aligned",
+            |v| v["segments"]["0"]["offset"] = "16777217".into(),
+        ),
         json_gen("digest names missing keyslot", "missing keyslot '7'", |v| {
             v["digests"]["0"]["keyslots"] = serde_json::json!(["0", "7"])
         }),
         json_gen("missing section", "missing 'digests'", |v| {
             v.as_object_mut().unwrap().remove("digests");
         }),
-        json_gen("kdf salt length", "kdf.salt is 3 bytes", |v| v["keyslots"]["0"]["kdf"]["salt"] = "YWJj".into()),
+        json_gen("kdf salt length", "kdf.salt is 3 bytes", |v| {
+            v["keyslots"]["0"]["kdf"]["salt"] = "YWJj".into()
+        }),
     ]
 }
 
@@ -121,17 +167,61 @@ fn le_be32(img: &mut [u8], off: usize, v: u32) {
 
 fn luks1_generators() -> Vec<Gen> {
     vec![
-        ("v1 key_bytes 0", "key-bytes (offset 108) is 0", Box::new(|img: &mut Vec<u8>| le_be32(img, 108, 0))),
-        ("v1 key_bytes huge", "key-bytes (offset 108) is 4096", Box::new(|img: &mut Vec<u8>| le_be32(img, 108, 4096))),
-        ("v1 stripes", "keyslot 3 stripes", Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 3 * 48 + 44, 4001))),
-        ("v1 active garbage", "keyslot 2 active field", Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 2 * 48, 0x1234))),
-        ("v1 keyslot over header", "overlaps the header", Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 40, 1))),
-        ("v1 keyslots overlap", "overlaps keyslot", Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 48 + 40, 100))),
-        ("v1 keyslot past payload", "runs past payload-offset", Box::new(|img: &mut Vec<u8>| le_be32(img, 104, 1000))),
-        ("v1 hash", "hash-spec", Box::new(|img: &mut Vec<u8>| img[72..78].copy_from_slice(b"nohash"))),
-        ("v1 version", "version", Box::new(|img: &mut Vec<u8>| img[7] = 3)),
-        ("v1 truncated", "truncated", Box::new(|img: &mut Vec<u8>| img.truncate(300))),
-        ("v1 image smaller than keyslots", "truncated image", Box::new(|img: &mut Vec<u8>| img.truncate(1 << 20))),
+        (
+            "v1 key_bytes 0",
+            "key-bytes (offset 108) is 0",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 108, 0)),
+        ),
+        (
+            "v1 key_bytes huge",
+            "key-bytes (offset 108) is 4096",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 108, 4096)),
+        ),
+        (
+            "v1 stripes",
+            "keyslot 3 stripes",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 3 * 48 + 44, 4001)),
+        ),
+        (
+            "v1 active garbage",
+            "keyslot 2 active field",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 2 * 48, 0x1234)),
+        ),
+        (
+            "v1 keyslot over header",
+            "overlaps the header",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 40, 1)),
+        ),
+        (
+            "v1 keyslots overlap",
+            "overlaps keyslot",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 48 + 40, 100)),
+        ),
+        (
+            "v1 keyslot past payload",
+            "runs past payload-offset",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 104, 1000)),
+        ),
+        (
+            "v1 hash",
+            "hash-spec",
+            Box::new(|img: &mut Vec<u8>| img[72..78].copy_from_slice(b"nohash")),
+        ),
+        (
+            "v1 version",
+            "version",
+            Box::new(|img: &mut Vec<u8>| img[7] = 3),
+        ),
+        (
+            "v1 truncated",
+            "truncated",
+            Box::new(|img: &mut Vec<u8>| img.truncate(300)),
+        ),
+        (
+            "v1 image smaller than keyslots",
+            "truncated image",
+            Box::new(|img: &mut Vec<u8>| img.truncate(1 << 20)),
+        ),
     ]
 }
 
@@ -140,8 +230,20 @@ fn run(version: LuksVersion, gens: Vec<Gen>) {
     let base_img = sparse(&dir.path("base"), 17);
     let f = open_rw(&base_img);
     let key = random_key(64);
-    let sector = if version == LuksVersion::V2 { 4096 } else { 512 };
-    Luks::format(&f, &opts(version, "aes-xts-plain64", 64, sector), &key, b"p", &pbkdf2(), Backend::default()).unwrap();
+    let sector = if version == LuksVersion::V2 {
+        4096
+    } else {
+        512
+    };
+    Luks::format(
+        &f,
+        &opts(version, "aes-xts-plain64", 64, sector),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
     drop(f);
     let base = std::fs::read(&base_img).unwrap();
     let mut failures = Vec::new();
@@ -191,8 +293,20 @@ fn run_valid(version: LuksVersion) {
     let p = sparse(&dir.path("img"), 17);
     let f = open_rw(&p);
     let key = random_key(64);
-    let sector = if version == LuksVersion::V2 { 4096 } else { 512 };
-    Luks::format(&f, &opts(version, "aes-xts-plain64", 64, sector), &key, b"p", &pbkdf2(), Backend::default()).unwrap();
+    let sector = if version == LuksVersion::V2 {
+        4096
+    } else {
+        512
+    };
+    Luks::format(
+        &f,
+        &opts(version, "aes-xts-plain64", 64, sector),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
     let mut img = std::fs::read(&p).unwrap();
     if version == LuksVersion::V2 {
         edit_json(&mut img, &|_| {});
@@ -210,7 +324,15 @@ fn unknown_requirement_blocks_segment() {
     let p = sparse(&dir.path("img"), 17);
     let f = open_rw(&p);
     let key = random_key(64);
-    Luks::format(&f, &opts(LuksVersion::V2, "aes-xts-plain64", 64, 512), &key, b"p", &pbkdf2(), Backend::default()).unwrap();
+    Luks::format(
+        &f,
+        &opts(LuksVersion::V2, "aes-xts-plain64", 64, 512),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
     drop(f);
     let mut img = std::fs::read(&p).unwrap();
     edit_json(&mut img, &|v| {
@@ -233,7 +355,16 @@ fn luks2_write_round_trip_keeps_everything() {
     let dir = TempDir::new("rt");
     let p = sparse(&dir.path("img"), 20);
     let k0 = keyfile(&dir, "k0", b"zero");
-    let mut a = vec!["luksFormat", "--batch-mode", "--type", "luks2", "--label", "mylabel", "--key-file", s(&k0)];
+    let mut a = vec![
+        "luksFormat",
+        "--batch-mode",
+        "--type",
+        "luks2",
+        "--label",
+        "mylabel",
+        "--key-file",
+        s(&k0),
+    ];
     a.extend(cs_kdf_args("argon2id"));
     a.push(s(&p));
     cryptsetup_ok(&a);
@@ -258,6 +389,9 @@ fn luks2_write_round_trip_keeps_everything() {
     // cryptsetup still opens it and sees the token.
     assert!(test_passphrase(&p, &k0, None, None));
     let dump = cryptsetup_ok(&["luksDump", s(&p)]);
-    assert!(dump.contains("systemd-fido2") && dump.contains("allow-discards"), "{dump}");
+    assert!(
+        dump.contains("systemd-fido2") && dump.contains("allow-discards"),
+        "{dump}"
+    );
     assert_eq!(dump_field(&dump, "Epoch:"), (seqid + 1).to_string());
 }

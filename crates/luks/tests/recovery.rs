@@ -12,7 +12,14 @@ fn corrupt_primary_json_recovers_from_secondary() {
     let dir = TempDir::new("recov");
     let img = sparse(&dir.path("img"), 20);
     let k0 = keyfile(&dir, "k0", b"zero");
-    let mut a = vec!["luksFormat", "--batch-mode", "--type", "luks2", "--key-file", s(&k0)];
+    let mut a = vec![
+        "luksFormat",
+        "--batch-mode",
+        "--type",
+        "luks2",
+        "--key-file",
+        s(&k0),
+    ];
     a.extend(cs_kdf_args("pbkdf2"));
     a.push(s(&img));
     cryptsetup_ok(&a);
@@ -28,14 +35,22 @@ fn corrupt_primary_json_recovers_from_secondary() {
     let loaded = Luks::load(&f).unwrap();
     assert_eq!(loaded.notices.len(), 1, "{:?}", loaded.notices);
     let n = &loaded.notices[0];
-    assert!(n.contains("primary") && n.contains("secondary") && n.contains("16384") && n.contains("checksum"), "{n}");
+    assert!(
+        n.contains("primary")
+            && n.contains("secondary")
+            && n.contains("16384")
+            && n.contains("checksum"),
+        "{n}"
+    );
     assert_eq!(std::fs::read(&img).unwrap(), before, "load must not write");
     let mut l = loaded.luks;
     let (_, k) = l.unlock(&f, b"zero", None, Backend::default()).unwrap();
     assert_eq!(k.as_slice(), &key[..]);
 
     // The next write repairs the primary; cryptsetup and we agree again.
-    let slot = l.add_keyslot(&f, &key, b"one", None, &pbkdf2(), Backend::default()).unwrap();
+    let slot = l
+        .add_keyslot(&f, &key, b"one", None, &pbkdf2(), Backend::default())
+        .unwrap();
     let again = Luks::load(&f).unwrap();
     assert!(again.notices.is_empty(), "{:?}", again.notices);
     let k1 = keyfile(&dir, "k1", b"one");
@@ -51,9 +66,65 @@ fn corrupt_secondary_is_reported_and_primary_used() {
     let img = sparse(&dir.path("img"), 20);
     let f = open_rw(&img);
     let key = random_key(64);
-    Luks::format(&f, &opts(cryptkeep_luks::LuksVersion::V2, "aes-xts-plain64", 64, 512), &key, b"p", &pbkdf2(), Backend::default()).unwrap();
+    Luks::format(
+        &f,
+        &opts(cryptkeep_luks::LuksVersion::V2, "aes-xts-plain64", 64, 512),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
     f.write_at(&[0xff], 16384 + 4096 + 3).unwrap();
     let loaded = Luks::load(&f).unwrap();
-    assert!(loaded.notices[0].contains("secondary"), "{:?}", loaded.notices);
+    assert!(
+        loaded.notices[0].contains("secondary"),
+        "{:?}",
+        loaded.notices
+    );
     assert!(loaded.luks.verify_volume_key(&key).unwrap());
+}
+
+#[test]
+fn wiped_primary_magic_recovers_and_stale_copy_is_noticed() {
+    let dir = TempDir::new("recov3");
+    let img = sparse(&dir.path("img"), 20);
+    let f = open_rw(&img);
+    let key = random_key(64);
+    let mut l = Luks::format(
+        &f,
+        &opts(cryptkeep_luks::LuksVersion::V2, "aes-xts-plain64", 64, 512),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
+    // Keep the old primary, write a newer header, put the old primary back:
+    // the primary is now valid but stale.
+    let mut old = vec![0u8; 16384];
+    f.read_at(&mut old, 0).unwrap();
+    l.add_keyslot(&f, &key, b"q", None, &pbkdf2(), Backend::default())
+        .unwrap();
+    f.write_at(&old, 0).unwrap();
+    let loaded = Luks::load(&f).unwrap();
+    assert!(loaded.notices[0].contains("stale"), "{:?}", loaded.notices);
+    assert_eq!(
+        loaded.luks.keyslots().len(),
+        2,
+        "the newer (secondary) copy must win"
+    );
+
+    // No magic at all in the primary: found through the secondary.
+    f.write_at(&[0u8; 8], 0).unwrap();
+    let loaded = Luks::load(&f).unwrap();
+    assert!(
+        loaded.notices[0].contains("recovered from the secondary"),
+        "{:?}",
+        loaded.notices
+    );
+    assert!(loaded
+        .luks
+        .unlock(&f, b"q", None, Backend::default())
+        .is_ok());
 }

@@ -8,7 +8,14 @@ use common::*;
 use cryptkeep_crypto::{Backend, Pbkdf};
 use cryptkeep_luks::{Luks, LuksVersion};
 
-fn case(version: LuksVersion, cipher: &str, key_bits: usize, sector: u32, kdf: Pbkdf, detached: bool) {
+fn case(
+    version: LuksVersion,
+    cipher: &str,
+    key_bits: usize,
+    sector: u32,
+    kdf: Pbkdf,
+    detached: bool,
+) {
     let dir = TempDir::new("us2cs");
     let img = sparse(&dir.path("img"), 20);
     let hdr = dir.path("hdr");
@@ -41,15 +48,24 @@ fn case(version: LuksVersion, cipher: &str, key_bits: usize, sector: u32, kdf: P
         assert_eq!(dump_field(&dump, "sector:"), sector.to_string());
         assert_eq!(dump_field(&dump, "offset:"), l.data_offset().to_string());
     }
-    assert!(test_passphrase(&img, &kf, header, None), "cryptsetup rejects our passphrase\n{dump}");
-    assert!(!test_passphrase(&img, &bad, header, None), "cryptsetup accepts a wrong passphrase");
+    assert!(
+        test_passphrase(&img, &kf, header, None),
+        "cryptsetup rejects our passphrase\n{dump}"
+    );
+    assert!(
+        !test_passphrase(&img, &bad, header, None),
+        "cryptsetup accepts a wrong passphrase"
+    );
     assert_eq!(dump_volume_key(&img, &kf, header), key);
 
     // And we read back what we wrote.
     let f = open_rw(&meta_path);
     let back = Luks::load(&f).unwrap();
     assert!(back.notices.is_empty(), "{:?}", back.notices);
-    let (_, k2) = back.luks.unlock(&f, b"our passphrase", None, Backend::Portable).unwrap();
+    let (_, k2) = back
+        .luks
+        .unlock(&f, b"our passphrase", None, Backend::Portable)
+        .unwrap();
     assert_eq!(k2.as_slice(), &key[..]);
 }
 
@@ -82,7 +98,15 @@ fn defaults_match_cryptsetup_layout() {
     let img = sparse(&dir.path("img"), 20);
     let f = open_rw(&img);
     let key = random_key(64);
-    let l = Luks::format(&f, &opts(LuksVersion::V2, "aes-xts-plain64", 64, 4096), &key, b"p", &pbkdf2(), Backend::default()).unwrap();
+    let l = Luks::format(
+        &f,
+        &opts(LuksVersion::V2, "aes-xts-plain64", 64, 4096),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
     assert_eq!(l.data_offset(), 16 << 20);
     assert_eq!(l.header_len(), 16 << 20);
     let dump = cryptsetup_ok(&["luksDump", s(&img)]);
@@ -92,7 +116,15 @@ fn defaults_match_cryptsetup_layout() {
     assert_eq!(dump_field(&dump, "Area length:"), "258048");
     let img1 = sparse(&dir.path("img1"), 20);
     let f1 = open_rw(&img1);
-    let l1 = Luks::format(&f1, &opts(LuksVersion::V1, "aes-xts-plain64", 64, 512), &key, b"p", &pbkdf2(), Backend::default()).unwrap();
+    let l1 = Luks::format(
+        &f1,
+        &opts(LuksVersion::V1, "aes-xts-plain64", 64, 512),
+        &key,
+        b"p",
+        &pbkdf2(),
+        Backend::default(),
+    )
+    .unwrap();
     assert_eq!(l1.data_offset(), 4096 * 512);
     let dump = cryptsetup_ok(&["luksDump", s(&img1)]);
     assert_eq!(dump_field(&dump, "Payload offset:"), "4096");

@@ -62,7 +62,7 @@ mkvol() {
   "$CK" format "$p" --size "$size" "${FAST[@]}" --key-file "$pass" --batch-mode "$@" </dev/null
 }
 
-# make_tree DIR COUNT SEED: COUNT files of varying sizes (0 B .. 256 KiB,
+# make_tree DIR COUNT SEED: COUNT files of varying sizes (0 B .. 128 KiB, ~26 KiB on average,
 # a few of 1-3 MiB) in nested directories, content from /dev/urandom.
 make_tree() {
   perl -e '
@@ -71,11 +71,11 @@ make_tree() {
     for my $i (0 .. $n - 1) {
       my $d = sprintf("%s/d%02d/s%d", $dir, $i % 37, $i % 5);
       unless (-d $d) { system("mkdir", "-p", $d) == 0 or die "mkdir $d"; }
-      my $size = int(rand() ** 3 * 262144);
+      my $size = int(rand() ** 4 * 131072);
       $size = 1048576 + int(rand(2097152)) if $i % 997 == 0;
       my $buf = ""; read($r, $buf, $size) if $size;
       open(my $f, ">", "$d/f$i.bin") or die "$d/f$i.bin: $!";
-      print $f $buf; close($f) or die;
+      print $f $buf; close($f) or die "write $d/f$i.bin: $!";
     }' "$1" "$2" "$3"
 }
 

@@ -45,7 +45,9 @@ pub fn pbkdf2_iterations_per_second(hash: HashAlg, out_len: usize) -> Result<u64
 /// * Argon2: memory is `memory_kib` (the cap; at least 8 × `parallel`),
 ///   the time cost is raised to fill `iter_time_ms`, at least 4. If even 4
 ///   passes over the full memory take longer than the target, memory is
-///   lowered instead (as cryptsetup does), never below 32 KiB.
+///   lowered instead (as cryptsetup does), never below 32 KiB. Memory above
+///   64 MiB is not touched while calibrating: the cost is extrapolated from a
+///   64 MiB run.
 pub fn calibrate(
     kind: PbkdfKind,
     hash: HashAlg,
@@ -73,7 +75,8 @@ pub fn calibrate(
             let parallel = parallel.max(1);
             let min_mem = MIN_ARGON2_MEMORY_KIB.max(8 * parallel);
             let mut memory = memory_kib.max(min_mem);
-            let (time, memory) = argon2_costs(alg, target, &mut memory, min_mem, parallel, out_len)?;
+            let (time, memory) =
+                argon2_costs(alg, target, &mut memory, min_mem, parallel, out_len)?;
             Ok(match kind {
                 PbkdfKind::Argon2i => Pbkdf::Argon2i {
                     time,
@@ -111,6 +114,11 @@ fn time_argon2(
     Ok(t.elapsed())
 }
 
+/// Largest memory (KiB) the calibration probe touches; beyond it the cost is
+/// extrapolated linearly, so calibrating a 1 GiB slot does not itself take
+/// seconds.
+const PROBE_MAX_KIB: u32 = 64 * 1024;
+
 /// Scales Argon2's time cost (then memory) to the target milliseconds.
 fn argon2_costs(
     alg: Algorithm,
@@ -120,16 +128,19 @@ fn argon2_costs(
     parallel: u32,
     out_len: usize,
 ) -> Result<(u32, u32), Error> {
-    // Measure at the floor time cost with full memory.
-    let ms = time_argon2(alg, MIN_ARGON2_TIME, *memory, parallel, out_len)?.as_secs_f64() * 1000.0;
-    let per_pass = (ms / f64::from(MIN_ARGON2_TIME)).max(0.001);
+    // Measure at the floor time cost, with the full memory or a probe of it.
+    let probe = (*memory).min(PROBE_MAX_KIB).max(min_mem);
+    let probe_ms =
+        time_argon2(alg, MIN_ARGON2_TIME, probe, parallel, out_len)?.as_secs_f64() * 1000.0;
+    let ms = (probe_ms * f64::from(*memory) / f64::from(probe)).max(0.001);
     if ms > target_ms {
         // Too slow even at the floor: shrink memory proportionally.
         let scaled = (f64::from(*memory) * target_ms / ms) as u32;
         *memory = scaled.max(min_mem);
         return Ok((MIN_ARGON2_TIME, *memory));
     }
-    let time = (target_ms / per_pass) as u32;
+    let per_pass = ms / f64::from(MIN_ARGON2_TIME);
+    let time = (target_ms / per_pass).min(f64::from(u32::MAX)) as u32;
     Ok((time.max(MIN_ARGON2_TIME), *memory))
 }
 
@@ -147,6 +158,19 @@ mod tests {
             }
             _ => panic!("wrong kind {p:?}"),
         }
+    }
+
+    #[test]
+    fn pbkdf2_calibration_hits_the_target_roughly() {
+        let p = calibrate(PbkdfKind::Pbkdf2, HashAlg::Sha256, 200, 0, 1, 32).unwrap();
+        let t = Instant::now();
+        super::super::derive(&p, b"pw", &[0u8; 32], 32).unwrap();
+        let ms = t.elapsed().as_millis();
+        // Loose: the machine may be busy; an order of magnitude off is a bug.
+        assert!(
+            (20..=2000).contains(&ms),
+            "{p:?} took {ms} ms for a 200 ms target"
+        );
     }
 
     #[test]

@@ -43,8 +43,8 @@ impl Ctx {
 
 impl Drop for Ctx {
     fn drop(&mut self) {
-        // SAFETY: we own the context; EVP_CIPHER_CTX_free cleanses the key
-        // schedule (OPENSSL_cleanse) before freeing it.
+        // SAFETY: we own the context and nothing else points to it. aws-lc's
+        // OPENSSL_free wipes every allocation, so the key schedule is erased.
         unsafe { sys::EVP_CIPHER_CTX_free(self.ptr()) }
     }
 }

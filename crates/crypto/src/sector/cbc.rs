@@ -8,7 +8,7 @@ use super::aes_key::{as_blocks, wipe_blocks, AesKey};
 use aes::Block;
 
 /// Blocks per decryption batch.
-const WINDOW: usize = 128;
+const WINDOW: usize = 512;
 
 /// Most sectors encrypted in lock-step (VAES-512 does 64 blocks at a time).
 pub(crate) const MAX_LANES: usize = 64;
@@ -57,15 +57,19 @@ pub(crate) fn decrypt(
     // The ciphertext block before each block of the window (or the IV).
     let mut chain = [0u128; WINDOW];
     let mut last_ct = 0u128;
-    for (w, window) in as_blocks(buf).chunks_mut(WINDOW).enumerate() {
-        let first_block = w * WINDOW;
-        for (k, (b, c)) in window.iter().zip(chain.iter_mut()).enumerate() {
-            let global = first_block + k;
-            *c = if global % per_sector == 0 {
-                u128::from_le_bytes(iv_of(global / per_sector))
+    let mut sector = 0usize;
+    // Blocks left in the current sector (0: the next block starts one).
+    let mut left = 0usize;
+    for window in as_blocks(buf).chunks_mut(WINDOW) {
+        for (b, c) in window.iter().zip(chain.iter_mut()) {
+            *c = if left == 0 {
+                left = per_sector;
+                sector += 1;
+                u128::from_le_bytes(iv_of(sector - 1))
             } else {
                 last_ct
             };
+            left -= 1;
             last_ct = u128::from_le_bytes(b.0);
         }
         key.decrypt_blocks(window);

@@ -72,6 +72,9 @@ mod tests {
         want[8..].copy_from_slice(&[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
         assert_eq!(gen("aes-cbc-plain64be").iv(n), want);
         assert_eq!(gen("aes-cbc-null").iv(n), [0u8; 16]);
-        assert_ne!(gen("aes-cbc-essiv:sha256").iv(n), gen("aes-cbc-plain64").iv(n));
+        assert_ne!(
+            gen("aes-cbc-essiv:sha256").iv(n),
+            gen("aes-cbc-plain64").iv(n)
+        );
     }
 }

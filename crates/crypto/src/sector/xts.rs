@@ -8,7 +8,7 @@ use super::aes_key::{as_blocks, xor_u128, AesKey};
 use aes::Block;
 
 /// Blocks per AES batch: a multiple of every backend's parallel width.
-const WINDOW: usize = 128;
+const WINDOW: usize = 512;
 
 /// Multiplies a tweak by α in GF(2^128), IEEE 1619 §5.2 byte order (the tweak
 /// read as a little-endian 128-bit integer; reduce with 0x87).
@@ -49,6 +49,8 @@ impl XtsKeys {
         let mut starts = [Block::default(); WINDOW];
         let mut tweaks = [0u128; WINDOW];
         let mut tweak = 0u128;
+        // Blocks left in the current sector (0: the next block starts one).
+        let mut left = 0usize;
         for (w, window) in as_blocks(buf).chunks_mut(WINDOW).enumerate() {
             let first_block = w * WINDOW;
             let first_new = first_block.div_ceil(per_sector);
@@ -59,10 +61,12 @@ impl XtsKeys {
             }
             self.tweak.encrypt_blocks(&mut starts[..n_new]);
             let mut fresh = starts[..n_new].iter();
-            for (k, (b, slot)) in window.iter_mut().zip(tweaks.iter_mut()).enumerate() {
-                if (first_block + k) % per_sector == 0 {
+            for (b, slot) in window.iter_mut().zip(tweaks.iter_mut()) {
+                if left == 0 {
                     tweak = fresh.next().map_or(0, |s| u128::from_le_bytes(s.0));
+                    left = per_sector;
                 }
+                left -= 1;
                 *slot = tweak;
                 xor_u128(b, tweak);
                 tweak = mul_alpha(tweak);

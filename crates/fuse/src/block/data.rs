@@ -15,6 +15,7 @@ impl BlockFs {
     /// Decrypts `size` bytes at `offset` into this thread's buffer and
     /// replies with them (short at the end of the volume).
     pub(crate) fn read_data(&self, offset: u64, size: u32, reply: ReplyData) {
+        super::flusher::mark_thread();
         READ_BUF.with(|cell| {
             let mut buf = cell.borrow_mut();
             let size = size as usize;
@@ -30,6 +31,7 @@ impl BlockFs {
 
     /// Encrypts and writes `data` at `offset`; `EROFS` on a read-only volume.
     pub(crate) fn write_data(&self, offset: u64, data: &[u8], reply: ReplyWrite) {
+        super::flusher::mark_thread();
         if self.read_only {
             return reply.error(Errno::EROFS);
         }

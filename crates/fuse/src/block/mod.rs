@@ -7,7 +7,9 @@
 //!   so the loop device's direct I/O reaches the engine without the page
 //!   cache; `FUSE_ASYNC_DIO` lets the kernel keep many requests in flight.
 //! - Requests of up to 1 MiB (`max_write`, `max_pages`) are served by
-//!   several fuser dispatch threads, each with its own cloned /dev/fuse fd.
+//!   several fuser dispatch threads, each with its own cloned /dev/fuse fd,
+//!   each marked `PR_SET_IO_FLUSHER` so its allocations never wait on the
+//!   writeback it is itself serving.
 //! - flush/fsync → [`Engine::flush`](cryptkeep_volume::Engine::flush);
 //!   `fallocate(PUNCH_HOLE)` → [`Engine::discard`](cryptkeep_volume::Engine::discard)
 //!   only with `allow_discards` (otherwise `EOPNOTSUPP`), and then holes
@@ -18,6 +20,7 @@
 
 mod attr;
 mod data;
+mod flusher;
 mod fs;
 mod init;
 mod mount;

@@ -253,14 +253,13 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if !self.0.as_os_str().is_empty() {
-            if !Command::new("umount")
+        if !self.0.as_os_str().is_empty()
+            && !Command::new("umount")
                 .arg(&self.0)
                 .status()
                 .is_ok_and(|s| s.success())
-            {
-                let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-            }
+        {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
         }
     }
 }

@@ -14,7 +14,10 @@ pub fn text(h: &Phdr) -> String {
     s.push_str(&format!("Hash spec:     \t{}\n", h.hash_spec));
     s.push_str(&format!("Payload offset:\t{}\n", h.payload_offset));
     s.push_str(&format!("MK bits:       \t{}\n", h.key_bytes * 8));
-    s.push_str(&format!("MK digest:     \t{}\n", hex_lines(&h.mk_digest, 20, "")));
+    s.push_str(&format!(
+        "MK digest:     \t{}\n",
+        hex_lines(&h.mk_digest, 20, "")
+    ));
     s.push_str(&format!(
         "MK salt:       \t{}\n",
         hex_lines(&h.mk_digest_salt, 16, "               \t")
@@ -29,7 +32,10 @@ pub fn text(h: &Phdr) -> String {
                 "\tSalt:               \t{}\n",
                 hex_lines(&k.salt, 16, "\t                      \t")
             ));
-            s.push_str(&format!("\tKey material offset:\t{}\n", k.key_material_offset));
+            s.push_str(&format!(
+                "\tKey material offset:\t{}\n",
+                k.key_material_offset
+            ));
             s.push_str(&format!("\tAF stripes:            \t{}\n", k.stripes));
         } else {
             s.push_str(&format!("Key Slot {i}: DISABLED\n"));

@@ -129,9 +129,18 @@ impl Phdr {
             }
         });
         let h = Phdr {
-            cipher_name: c_str(&b[OFF_CIPHER_NAME..OFF_CIPHER_NAME + 32], "cipher-name (offset 8)")?,
-            cipher_mode: c_str(&b[OFF_CIPHER_MODE..OFF_CIPHER_MODE + 32], "cipher-mode (offset 40)")?,
-            hash_spec: c_str(&b[OFF_HASH_SPEC..OFF_HASH_SPEC + 32], "hash-spec (offset 72)")?,
+            cipher_name: c_str(
+                &b[OFF_CIPHER_NAME..OFF_CIPHER_NAME + 32],
+                "cipher-name (offset 8)",
+            )?,
+            cipher_mode: c_str(
+                &b[OFF_CIPHER_MODE..OFF_CIPHER_MODE + 32],
+                "cipher-mode (offset 40)",
+            )?,
+            hash_spec: c_str(
+                &b[OFF_HASH_SPEC..OFF_HASH_SPEC + 32],
+                "hash-spec (offset 72)",
+            )?,
             payload_offset: be32(b, OFF_PAYLOAD),
             key_bytes: be32(b, OFF_KEY_BYTES),
             mk_digest,
@@ -182,7 +191,10 @@ impl Phdr {
                 )));
             }
             if ks.is_active() && ks.iterations == 0 {
-                return Err(bad(format!("keyslot {i} iterations (offset {}) is 0", at + 4)));
+                return Err(bad(format!(
+                    "keyslot {i} iterations (offset {}) is 0",
+                    at + 4
+                )));
             }
             let start = u64::from(ks.key_material_offset) * 512;
             if start < PHDR_LEN as u64 {
@@ -228,9 +240,21 @@ impl Phdr {
         let mut b = [0u8; PHDR_LEN];
         b[..6].copy_from_slice(&MAGIC);
         b[OFF_VERSION..OFF_VERSION + 2].copy_from_slice(&1u16.to_be_bytes());
-        put_c_str(&mut b[OFF_CIPHER_NAME..OFF_CIPHER_NAME + 32], &self.cipher_name, "cipher-name")?;
-        put_c_str(&mut b[OFF_CIPHER_MODE..OFF_CIPHER_MODE + 32], &self.cipher_mode, "cipher-mode")?;
-        put_c_str(&mut b[OFF_HASH_SPEC..OFF_HASH_SPEC + 32], &self.hash_spec, "hash-spec")?;
+        put_c_str(
+            &mut b[OFF_CIPHER_NAME..OFF_CIPHER_NAME + 32],
+            &self.cipher_name,
+            "cipher-name",
+        )?;
+        put_c_str(
+            &mut b[OFF_CIPHER_MODE..OFF_CIPHER_MODE + 32],
+            &self.cipher_mode,
+            "cipher-mode",
+        )?;
+        put_c_str(
+            &mut b[OFF_HASH_SPEC..OFF_HASH_SPEC + 32],
+            &self.hash_spec,
+            "hash-spec",
+        )?;
         b[OFF_PAYLOAD..OFF_PAYLOAD + 4].copy_from_slice(&self.payload_offset.to_be_bytes());
         b[OFF_KEY_BYTES..OFF_KEY_BYTES + 4].copy_from_slice(&self.key_bytes.to_be_bytes());
         b[OFF_MK_DIGEST..OFF_MK_DIGEST + DIGEST_LEN].copy_from_slice(&self.mk_digest);

@@ -72,7 +72,10 @@ pub(crate) fn store(
 ) -> Result<(), Error> {
     let hash = hash(h)?;
     let iterations = match kdf {
-        Pbkdf::Pbkdf2 { hash: kh, iterations } => {
+        Pbkdf::Pbkdf2 {
+            hash: kh,
+            iterations,
+        } => {
             if *kh != hash {
                 return Err(Error::InvalidArgument(format!(
                     "LUKS1 keyslots use the header hash {}, not {}",
@@ -89,7 +92,9 @@ pub(crate) fn store(
         }
     };
     if iterations == 0 {
-        return Err(Error::InvalidArgument("PBKDF2 iterations must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "PBKDF2 iterations must be at least 1".into(),
+        ));
     }
     let spec = cipher(h)?;
     let salt = random_bytes(SALT_LEN)?;

@@ -23,12 +23,17 @@ pub struct Layout {
 
 /// Layout for a `key_bytes` volume key; `data_offset` in bytes overrides the
 /// payload offset; `detached` without a data offset gives payload offset 0.
-pub fn compute(key_bytes: usize, data_offset: Option<u64>, detached: bool) -> Result<Layout, Error> {
+pub fn compute(
+    key_bytes: usize,
+    data_offset: Option<u64>,
+    detached: bool,
+) -> Result<Layout, Error> {
     let slot_sectors = material_len(key_bytes, AF_STRIPES) / 512;
     let mut cur = KEYSLOT_ALIGN_SECTORS;
     let mut keyslot_offsets = [0u32; 8];
     for off in keyslot_offsets.iter_mut() {
-        *off = u32::try_from(cur).map_err(|_| Error::InvalidArgument("key too large for LUKS1".into()))?;
+        *off = u32::try_from(cur)
+            .map_err(|_| Error::InvalidArgument("key too large for LUKS1".into()))?;
         cur = (cur + slot_sectors).div_ceil(KEYSLOT_ALIGN_SECTORS) * KEYSLOT_ALIGN_SECTORS;
     }
     let payload = match data_offset {
@@ -53,8 +58,9 @@ pub fn compute(key_bytes: usize, data_offset: Option<u64>, detached: bool) -> Re
     Ok(Layout {
         keyslot_offsets,
         header_sectors: cur,
-        payload_offset: u32::try_from(payload)
-            .map_err(|_| Error::InvalidArgument("data offset too large for LUKS1 (u32 sectors)".into()))?,
+        payload_offset: u32::try_from(payload).map_err(|_| {
+            Error::InvalidArgument("data offset too large for LUKS1 (u32 sectors)".into())
+        })?,
     })
 }
 
@@ -66,10 +72,16 @@ mod tests {
     #[test]
     fn matches_cryptsetup() {
         let l = compute(64, None, false).unwrap();
-        assert_eq!(l.keyslot_offsets, [8, 512, 1016, 1520, 2024, 2528, 3032, 3536]);
+        assert_eq!(
+            l.keyslot_offsets,
+            [8, 512, 1016, 1520, 2024, 2528, 3032, 3536]
+        );
         assert_eq!(l.payload_offset, 4096);
         let l = compute(32, None, false).unwrap();
-        assert_eq!(l.keyslot_offsets, [8, 264, 520, 776, 1032, 1288, 1544, 1800]);
+        assert_eq!(
+            l.keyslot_offsets,
+            [8, 264, 520, 776, 1032, 1288, 1544, 1800]
+        );
         assert_eq!(l.payload_offset, 4096);
         let l = compute(32, None, true).unwrap();
         assert_eq!(l.payload_offset, 0);

@@ -103,7 +103,8 @@ impl Luks1 {
             uuid,
             keyslots,
         };
-        phdr.validate().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        phdr.validate()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         phdr.mk_digest = digest::compute(&phdr, volume_key)?;
 
         // Like cryptsetup LUKS_wipe_header_areas: zero the header up to the
@@ -187,7 +188,11 @@ impl Luks1 {
     ) -> Result<(usize, SecretBytes), Error> {
         let slots: Vec<usize> = match slot {
             Some(s) => {
-                let ks = self.phdr.keyslots.get(s).ok_or(Error::KeyslotOutOfRange(s))?;
+                let ks = self
+                    .phdr
+                    .keyslots
+                    .get(s)
+                    .ok_or(Error::KeyslotOutOfRange(s))?;
                 if !ks.is_active() {
                     return Err(Error::KeyslotInactive(s));
                 }
@@ -241,7 +246,11 @@ impl Luks1 {
 
     /// Wipe a keyslot's material and disable it.
     pub fn remove_keyslot(&mut self, io: &dyn BlockIo, slot: usize) -> Result<(), Error> {
-        let ks = self.phdr.keyslots.get(slot).ok_or(Error::KeyslotOutOfRange(slot))?;
+        let ks = self
+            .phdr
+            .keyslots
+            .get(slot)
+            .ok_or(Error::KeyslotOutOfRange(slot))?;
         if !ks.is_active() {
             return Err(Error::KeyslotInactive(slot));
         }

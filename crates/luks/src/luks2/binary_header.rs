@@ -67,9 +67,17 @@ impl BinaryHeader {
     /// Decode the header read at `offset`, checking magic, version, hdr_size
     /// and hdr_offset (cryptsetup `hdr_disk_sanity_check_pre`). `what` names
     /// the copy in errors ("primary header", "secondary header").
-    pub fn parse(b: &[u8], offset: u64, secondary: bool, what: &str) -> Result<BinaryHeader, Error> {
+    pub fn parse(
+        b: &[u8],
+        offset: u64,
+        secondary: bool,
+        what: &str,
+    ) -> Result<BinaryHeader, Error> {
         if b.len() < BIN_LEN {
-            return Err(bad(format!("{what} truncated: {} of {BIN_LEN} bytes", b.len())));
+            return Err(bad(format!(
+                "{what} truncated: {} of {BIN_LEN} bytes",
+                b.len()
+            )));
         }
         let magic = if secondary { MAGIC_2ND } else { MAGIC_1ST };
         if b[..6] != magic {
@@ -81,7 +89,9 @@ impl BinaryHeader {
         }
         let version = u16::from_be_bytes([b[OFF_VERSION], b[OFF_VERSION + 1]]);
         if version != 2 {
-            return Err(bad(format!("{what} at offset {offset}: version is {version}, expected 2")));
+            return Err(bad(format!(
+                "{what} at offset {offset}: version is {version}, expected 2"
+            )));
         }
         let hdr_size = be64(b, OFF_HDR_SIZE);
         if !HDR_SIZES.contains(&hdr_size) {
@@ -109,10 +119,16 @@ impl BinaryHeader {
             hdr_size,
             seqid: be64(b, OFF_SEQID),
             label: c_str(&b[OFF_LABEL..OFF_LABEL + 48], &format!("{what} label"))?,
-            csum_alg: c_str(&b[OFF_CSUM_ALG..OFF_CSUM_ALG + 32], &format!("{what} checksum_alg"))?,
+            csum_alg: c_str(
+                &b[OFF_CSUM_ALG..OFF_CSUM_ALG + 32],
+                &format!("{what} checksum_alg"),
+            )?,
             salt,
             uuid: c_str(&b[OFF_UUID..OFF_UUID + 40], &format!("{what} uuid"))?,
-            subsystem: c_str(&b[OFF_SUBSYSTEM..OFF_SUBSYSTEM + 48], &format!("{what} subsystem"))?,
+            subsystem: c_str(
+                &b[OFF_SUBSYSTEM..OFF_SUBSYSTEM + 48],
+                &format!("{what} subsystem"),
+            )?,
             hdr_offset,
             csum,
         })
@@ -121,23 +137,39 @@ impl BinaryHeader {
     /// Encode with the checksum field zeroed.
     pub fn to_bytes_without_csum(&self) -> Result<Vec<u8>, Error> {
         let mut b = vec![0u8; BIN_LEN];
-        b[..6].copy_from_slice(if self.secondary { &MAGIC_2ND } else { &MAGIC_1ST });
+        b[..6].copy_from_slice(if self.secondary {
+            &MAGIC_2ND
+        } else {
+            &MAGIC_1ST
+        });
         b[OFF_VERSION..OFF_VERSION + 2].copy_from_slice(&2u16.to_be_bytes());
         b[OFF_HDR_SIZE..OFF_HDR_SIZE + 8].copy_from_slice(&self.hdr_size.to_be_bytes());
         b[OFF_SEQID..OFF_SEQID + 8].copy_from_slice(&self.seqid.to_be_bytes());
         put_c_str(&mut b[OFF_LABEL..OFF_LABEL + 48], &self.label, "label")?;
-        put_c_str(&mut b[OFF_CSUM_ALG..OFF_CSUM_ALG + 32], &self.csum_alg, "checksum_alg")?;
+        put_c_str(
+            &mut b[OFF_CSUM_ALG..OFF_CSUM_ALG + 32],
+            &self.csum_alg,
+            "checksum_alg",
+        )?;
         b[OFF_SALT..OFF_SALT + SALT_LEN].copy_from_slice(&self.salt);
         put_c_str(&mut b[OFF_UUID..OFF_UUID + 40], &self.uuid, "uuid")?;
-        put_c_str(&mut b[OFF_SUBSYSTEM..OFF_SUBSYSTEM + 48], &self.subsystem, "subsystem")?;
+        put_c_str(
+            &mut b[OFF_SUBSYSTEM..OFF_SUBSYSTEM + 48],
+            &self.subsystem,
+            "subsystem",
+        )?;
         b[OFF_HDR_OFFSET..OFF_HDR_OFFSET + 8].copy_from_slice(&self.hdr_offset.to_be_bytes());
         Ok(b)
     }
 
     /// The checksum algorithm, parsed.
     pub fn csum_hash(&self, what: &str) -> Result<HashAlg, Error> {
-        HashAlg::parse(&self.csum_alg)
-            .map_err(|_| bad(format!("{what}: unsupported checksum_alg '{}'", self.csum_alg)))
+        HashAlg::parse(&self.csum_alg).map_err(|_| {
+            bad(format!(
+                "{what}: unsupported checksum_alg '{}'",
+                self.csum_alg
+            ))
+        })
     }
 }
 
@@ -175,7 +207,17 @@ mod tests {
     #[test]
     fn offsets() {
         assert_eq!(
-            [OFF_HDR_SIZE, OFF_SEQID, OFF_LABEL, OFF_CSUM_ALG, OFF_SALT, OFF_UUID, OFF_SUBSYSTEM, OFF_HDR_OFFSET, OFF_CSUM],
+            [
+                OFF_HDR_SIZE,
+                OFF_SEQID,
+                OFF_LABEL,
+                OFF_CSUM_ALG,
+                OFF_SALT,
+                OFF_UUID,
+                OFF_SUBSYSTEM,
+                OFF_HDR_OFFSET,
+                OFF_CSUM
+            ],
             [8, 16, 24, 72, 104, 168, 208, 256, 448]
         );
         assert_eq!(BIN_LEN, 4096);

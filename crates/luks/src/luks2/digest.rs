@@ -11,9 +11,13 @@ use crate::util::{ct_eq, random_bytes};
 /// Whether `key` matches digest `d`.
 pub fn verify(d: &Digest, key: &[u8]) -> Result<bool, Error> {
     if d.kind != "pbkdf2" {
-        return Err(Error::Unsupported(format!("LUKS2 digest type '{}'", d.kind)));
+        return Err(Error::Unsupported(format!(
+            "LUKS2 digest type '{}'",
+            d.kind
+        )));
     }
-    let hash = HashAlg::parse(&d.hash).map_err(|_| bad(format!("digest hash '{}' unsupported", d.hash)))?;
+    let hash = HashAlg::parse(&d.hash)
+        .map_err(|_| bad(format!("digest hash '{}' unsupported", d.hash)))?;
     let k = Pbkdf::Pbkdf2 {
         hash,
         iterations: d.iterations,

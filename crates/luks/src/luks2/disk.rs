@@ -18,11 +18,18 @@ pub struct Copy {
 }
 
 /// Read the binary header at `offset` (no checksum check yet).
-pub fn read_binary(io: &dyn BlockIo, offset: u64, secondary: bool, what: &str) -> Result<BinaryHeader, Error> {
+pub fn read_binary(
+    io: &dyn BlockIo,
+    offset: u64,
+    secondary: bool,
+    what: &str,
+) -> Result<BinaryHeader, Error> {
     let mut b = vec![0u8; BIN_LEN];
     io.read_at(&mut b, offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            bad(format!("{what} at offset {offset} is truncated (device too small)"))
+            bad(format!(
+                "{what} at offset {offset} is truncated (device too small)"
+            ))
         } else {
             Error::Io {
                 what: format!("reading {what} at offset {offset}"),
@@ -42,7 +49,10 @@ pub fn read_copy(io: &dyn BlockIo, bin: BinaryHeader, what: &str) -> Result<Copy
     let rd = |buf: &mut [u8], off: u64| {
         io.read_at(buf, off).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                bad(format!("{what} at offset {offset} is truncated (hdr_size {})", bin.hdr_size))
+                bad(format!(
+                    "{what} at offset {offset} is truncated (hdr_size {})",
+                    bin.hdr_size
+                ))
             } else {
                 Error::Io {
                     what: format!("reading {what} at offset {off}"),
@@ -83,14 +93,22 @@ fn json_text(area: &[u8]) -> Result<&[u8], String> {
         .position(|&b| b == 0)
         .ok_or_else(|| "JSON area has no terminating NUL".to_string())?;
     if let Some(p) = area[end..].iter().position(|&b| b != 0) {
-        return Err(format!("non-zero byte after the JSON text at JSON offset {}", end + p));
+        return Err(format!(
+            "non-zero byte after the JSON text at JSON offset {}",
+            end + p
+        ));
     }
     Ok(&area[..end])
 }
 
 /// Write one copy: binary header without checksum, JSON area, then the
 /// binary header with its checksum (cryptsetup order), then sync.
-pub fn write_copy(io: &dyn BlockIo, bin: &BinaryHeader, json_area: &[u8], what: &str) -> Result<(), Error> {
+pub fn write_copy(
+    io: &dyn BlockIo,
+    bin: &BinaryHeader,
+    json_area: &[u8],
+    what: &str,
+) -> Result<(), Error> {
     let alg = bin.csum_hash(what)?;
     let mut raw = bin.to_bytes_without_csum()?;
     let sum = binary_header::checksum(alg, &raw, json_area);

@@ -63,7 +63,8 @@ pub fn format(
         let ks = gap.min(MAX_KEYSLOTS_SIZE);
         ks - ks % 4096
     };
-    let min_area = crate::util::round_up(volume_key.len() as u64 * u64::from(area::AF_STRIPES), 4096);
+    let min_area =
+        crate::util::round_up(volume_key.len() as u64 * u64::from(area::AF_STRIPES), 4096);
     if keyslots_size < min_area {
         return Err(Error::InvalidArgument(format!(
             "data offset {data_offset} leaves only {keyslots_size} bytes for keyslots, need {min_area}"
@@ -120,7 +121,9 @@ pub fn format(
     };
     for (what, v) in [("label", &l.label), ("subsystem", &l.subsystem)] {
         if v.len() > 47 || v.contains('\0') {
-            return Err(Error::InvalidArgument(format!("{what} '{v}' must be at most 47 bytes")));
+            return Err(Error::InvalidArgument(format!(
+                "{what} '{v}' must be at most 47 bytes"
+            )));
         }
     }
 

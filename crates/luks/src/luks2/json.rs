@@ -27,7 +27,9 @@ impl Serialize for U64Str {
 impl<'de> Deserialize<'de> for U64Str {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        parse_u64_str(&s).map(U64Str).map_err(serde::de::Error::custom)
+        parse_u64_str(&s)
+            .map(U64Str)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -167,7 +169,9 @@ impl Kdf {
     /// The KDF's salt.
     pub fn salt(&self) -> &[u8] {
         match self {
-            Kdf::Pbkdf2 { salt, .. } | Kdf::Argon2i { salt, .. } | Kdf::Argon2id { salt, .. } => &salt.0,
+            Kdf::Pbkdf2 { salt, .. } | Kdf::Argon2i { salt, .. } | Kdf::Argon2id { salt, .. } => {
+                &salt.0
+            }
         }
     }
 }
@@ -198,7 +202,7 @@ pub struct Luks2Keyslot {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Keyslot {
     /// A passphrase keyslot we can open.
-    Luks2(Luks2Keyslot),
+    Luks2(Box<Luks2Keyslot>),
     /// Another keyslot type, preserved as-is.
     Other(Map<String, Value>),
 }
@@ -335,7 +339,7 @@ pub struct Metadata {
     pub extra: Map<String, Value>,
 }
 
-fn section<'a>(top: &'a mut Map<String, Value>, name: &str) -> Result<Map<String, Value>, Error> {
+fn section(top: &mut Map<String, Value>, name: &str) -> Result<Map<String, Value>, Error> {
     match top.remove(name) {
         Some(Value::Object(m)) => Ok(m),
         Some(_) => Err(bad(format!("JSON metadata: '{name}' is not an object"))),
@@ -344,8 +348,11 @@ fn section<'a>(top: &'a mut Map<String, Value>, name: &str) -> Result<Map<String
 }
 
 fn id(section: &str, k: &str) -> Result<u32, Error> {
-    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) || (k.len() > 1 && k.starts_with('0')) {
-        return Err(bad(format!("JSON metadata: {section} id '{k}' is not a decimal number")));
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) || (k.len() > 1 && k.starts_with('0'))
+    {
+        return Err(bad(format!(
+            "JSON metadata: {section} id '{k}' is not a decimal number"
+        )));
     }
     k.parse::<u32>()
         .map_err(|_| bad(format!("JSON metadata: {section} id '{k}' is too large")))
@@ -369,7 +376,7 @@ impl Metadata {
                 return Err(bad(format!("JSON metadata: {path} is not an object")));
             };
             let ks = match m.get("type").and_then(Value::as_str) {
-                Some("luks2") => Keyslot::Luks2(typed(Value::Object(m), &path)?),
+                Some("luks2") => Keyslot::Luks2(Box::new(typed(Value::Object(m), &path)?)),
                 Some(_) => Keyslot::Other(m),
                 None => return Err(bad(format!("JSON metadata: {path}: missing 'type'"))),
             };
@@ -378,7 +385,8 @@ impl Metadata {
         let tokens = section(&mut top, "tokens")?;
         for (k, v) in &tokens {
             id("token", k)?;
-            let ok = v.get("type").is_some_and(Value::is_string) && v.get("keyslots").is_some_and(Value::is_array);
+            let ok = v.get("type").is_some_and(Value::is_string)
+                && v.get("keyslots").is_some_and(Value::is_array);
             if !ok {
                 return Err(bad(format!(
                     "JSON metadata: tokens.{k} needs a string 'type' and a 'keyslots' array"
@@ -433,7 +441,10 @@ mod tests {
     #[test]
     fn cryptsetup_json_round_trips_byte_for_byte() {
         let m = Metadata::parse(CRYPTSETUP_JSON.as_bytes()).unwrap();
-        assert_eq!(String::from_utf8(m.to_json().unwrap()).unwrap(), CRYPTSETUP_JSON);
+        assert_eq!(
+            String::from_utf8(m.to_json().unwrap()).unwrap(),
+            CRYPTSETUP_JSON
+        );
     }
 
     #[test]
@@ -448,7 +459,10 @@ mod tests {
 
     #[test]
     fn numbers_are_strict() {
-        let text = CRYPTSETUP_JSON.replace(r#""offset":"16777216""#, r#""offset":"18446744073709551616""#);
+        let text = CRYPTSETUP_JSON.replace(
+            r#""offset":"16777216""#,
+            r#""offset":"18446744073709551616""#,
+        );
         let e = Metadata::parse(text.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("segments.0") && e.contains("64 bits"), "{e}");
         let text = CRYPTSETUP_JSON.replace(r#""offset":"32768""#, r#""offset":"-1""#);

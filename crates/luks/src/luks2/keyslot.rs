@@ -5,7 +5,7 @@
 use cryptkeep_crypto::spec::{ChainMode, IvMode};
 use cryptkeep_crypto::{kdf, Backend, CipherSpec, HashAlg, Pbkdf, SecretBytes};
 
-use super::json::{Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, B64, U64Str};
+use super::json::{Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, U64Str, B64};
 use super::validate::{OBJECTS_MAX, SALT_LEN};
 use crate::area::{self, AF_STRIPES};
 use crate::error::{bad, Error};
@@ -21,16 +21,23 @@ pub const FALLBACK_KEY_BYTES: u32 = 64;
 /// The [`Pbkdf`] a JSON kdf object describes.
 pub fn pbkdf_of(k: &Kdf) -> Result<Pbkdf, Error> {
     Ok(match k {
-        Kdf::Pbkdf2 { hash, iterations, .. } => Pbkdf::Pbkdf2 {
-            hash: HashAlg::parse(hash).map_err(|_| bad(format!("keyslot kdf hash '{hash}' unsupported")))?,
+        Kdf::Pbkdf2 {
+            hash, iterations, ..
+        } => Pbkdf::Pbkdf2 {
+            hash: HashAlg::parse(hash)
+                .map_err(|_| bad(format!("keyslot kdf hash '{hash}' unsupported")))?,
             iterations: *iterations,
         },
-        Kdf::Argon2i { time, memory, cpus, .. } => Pbkdf::Argon2i {
+        Kdf::Argon2i {
+            time, memory, cpus, ..
+        } => Pbkdf::Argon2i {
             time: *time,
             memory_kib: *memory,
             parallel: *cpus,
         },
-        Kdf::Argon2id { time, memory, cpus, .. } => Pbkdf::Argon2id {
+        Kdf::Argon2id {
+            time, memory, cpus, ..
+        } => Pbkdf::Argon2id {
             time: *time,
             memory_kib: *memory,
             parallel: *cpus,
@@ -45,13 +52,21 @@ fn kdf_json(p: &Pbkdf, salt: Vec<u8>) -> Result<Kdf, Error> {
             iterations: *iterations,
             salt: B64(salt),
         },
-        Pbkdf::Argon2i { time, memory_kib, parallel } => Kdf::Argon2i {
+        Pbkdf::Argon2i {
+            time,
+            memory_kib,
+            parallel,
+        } => Kdf::Argon2i {
             time: *time,
             memory: *memory_kib,
             cpus: *parallel,
             salt: B64(salt),
         },
-        Pbkdf::Argon2id { time, memory_kib, parallel } => Kdf::Argon2id {
+        Pbkdf::Argon2id {
+            time,
+            memory_kib,
+            parallel,
+        } => Kdf::Argon2id {
             time: *time,
             memory: *memory_kib,
             cpus: *parallel,
@@ -73,8 +88,12 @@ pub fn open(
 ) -> Result<SecretBytes, Error> {
     let p = pbkdf_of(&k.kdf)?;
     let slot_key = kdf::derive(&p, passphrase, k.kdf.salt(), k.area.key_size as usize)?;
-    let spec = CipherSpec::parse(&k.area.encryption)
-        .map_err(|e| Error::Unsupported(format!("keyslot {id} area cipher '{}': {e}", k.area.encryption)))?;
+    let spec = CipherSpec::parse(&k.area.encryption).map_err(|e| {
+        Error::Unsupported(format!(
+            "keyslot {id} area cipher '{}': {e}",
+            k.area.encryption
+        ))
+    })?;
     let af_hash = HashAlg::parse(&k.af.hash)
         .map_err(|_| bad(format!("keyslots.{id}.af.hash '{}' unsupported", k.af.hash)))?;
     area::open_material(
@@ -94,7 +113,9 @@ pub fn open(
 /// `LUKS2_keyslot_cipher_incompatible`).
 pub fn area_cipher(segment_cipher: &str, key_bytes: u32) -> (String, u32) {
     match CipherSpec::parse(segment_cipher) {
-        Ok(s) if !matches!(s.mode, ChainMode::Ecb) && !matches!(s.iv, IvMode::Null) => (segment_cipher.to_string(), key_bytes),
+        Ok(s) if !matches!(s.mode, ChainMode::Ecb) && !matches!(s.iv, IvMode::Null) => {
+            (segment_cipher.to_string(), key_bytes)
+        }
         _ => (FALLBACK_CIPHER.into(), FALLBACK_KEY_BYTES),
     }
 }
@@ -146,7 +167,11 @@ pub struct NewKeyslot<'a> {
 }
 
 /// Derive, split, encrypt and write the material; returns the JSON object.
-pub fn store(n: &NewKeyslot<'_>, io: &dyn BlockIo, backend: Backend) -> Result<Luks2Keyslot, Error> {
+pub fn store(
+    n: &NewKeyslot<'_>,
+    io: &dyn BlockIo,
+    backend: Backend,
+) -> Result<Luks2Keyslot, Error> {
     let key_bytes = u32::try_from(n.volume_key.len())
         .map_err(|_| Error::InvalidArgument("volume key too long".into()))?;
     let (encryption, area_key) = area_cipher(n.segment_cipher, key_bytes);

@@ -61,7 +61,11 @@ impl Luks2 {
             (true, Some(s)) => s,
             _ => fresh()?,
         };
-        let (salt1, salt2) = if bin.secondary { (other, bin.salt) } else { (bin.salt, other) };
+        let (salt1, salt2) = if bin.secondary {
+            (other, bin.salt)
+        } else {
+            (bin.salt, other)
+        };
         let l = Luks2 {
             hdr_size: bin.hdr_size,
             seqid: bin.seqid,
@@ -95,9 +99,14 @@ impl Luks2 {
     /// order cryptsetup `LUKS2_disk_hdr_write` uses). Validates first; on a
     /// validation error nothing is written.
     pub fn write(&mut self, io: &dyn BlockIo) -> Result<(), Error> {
+        // A header with requirements we do not implement is read-only here.
+        config::check_requirements(&self.meta)?;
         validate::validate(&self.meta, self.hdr_size)?;
         let area = disk::json_area(&self.meta, self.hdr_size - binary_header::BIN_LEN as u64)?;
-        let seqid = self.seqid.checked_add(1).ok_or_else(|| bad("seqid overflow"))?;
+        let seqid = self
+            .seqid
+            .checked_add(1)
+            .ok_or_else(|| bad("seqid overflow"))?;
         for secondary in [false, true] {
             let bin = BinaryHeader {
                 secondary,
@@ -111,7 +120,11 @@ impl Luks2 {
                 hdr_offset: if secondary { self.hdr_size } else { 0 },
                 csum: [0; 64],
             };
-            let what = if secondary { "secondary LUKS2 header" } else { "primary LUKS2 header" };
+            let what = if secondary {
+                "secondary LUKS2 header"
+            } else {
+                "primary LUKS2 header"
+            };
             disk::write_copy(io, &bin, &area, what)?;
         }
         self.seqid = seqid;
@@ -158,7 +171,10 @@ impl Luks2 {
     /// The digest that verifies keys of keyslot `id`.
     fn digest_for_keyslot(&self, id: u32) -> Option<&json::Digest> {
         let sid = id.to_string();
-        self.meta.digests.values().find(|d| d.keyslots.contains(&sid))
+        self.meta
+            .digests
+            .values()
+            .find(|d| d.keyslots.contains(&sid))
     }
 
     /// The digest of segment 0 (the volume key).
@@ -202,7 +218,9 @@ impl Luks2 {
                     Some(Keyslot::Luks2(_)) => {}
                 }
                 if !digest.keyslots.contains(&id.to_string()) {
-                    return Err(Error::Unsupported(format!("keyslot {s} is not bound to the data segment")));
+                    return Err(Error::Unsupported(format!(
+                        "keyslot {s} is not bound to the data segment"
+                    )));
                 }
                 vec![id]
             }
@@ -211,7 +229,9 @@ impl Luks2 {
                 for pr in [2u32, 1] {
                     for (id, ks) in &self.meta.keyslots {
                         if let Keyslot::Luks2(k) = ks {
-                            if k.priority.unwrap_or(1) == pr && digest.keyslots.contains(&id.to_string()) {
+                            if k.priority.unwrap_or(1) == pr
+                                && digest.keyslots.contains(&id.to_string())
+                            {
                                 v.push(*id);
                             }
                         }
@@ -247,12 +267,15 @@ impl Luks2 {
         kdf: &Pbkdf,
         backend: Backend,
     ) -> Result<usize, Error> {
+        config::check_requirements(&self.meta)?;
         if !self.verify_volume_key(volume_key)? {
             return Err(Error::WrongVolumeKey);
         }
         let id = match slot {
             Some(s) if s >= validate::OBJECTS_MAX => return Err(Error::KeyslotOutOfRange(s)),
-            Some(s) if self.meta.keyslots.contains_key(&(s as u32)) => return Err(Error::KeyslotActive(s)),
+            Some(s) if self.meta.keyslots.contains_key(&(s as u32)) => {
+                return Err(Error::KeyslotActive(s))
+            }
             Some(s) => s as u32,
             None => keyslot::free_id(&self.meta)?,
         };
@@ -294,12 +317,13 @@ impl Luks2 {
             area,
         };
         let ks = keyslot::store(&new, io, backend)?;
-        self.meta.keyslots.insert(id, Keyslot::Luks2(ks));
+        self.meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks)));
         let sid = id.to_string();
         for d in self.meta.digests.values_mut() {
             if d.digest == digest.digest && !d.keyslots.contains(&sid) {
                 d.keyslots.push(sid.clone());
-                d.keyslots.sort_by_key(|k| k.parse::<u32>().unwrap_or(u32::MAX));
+                d.keyslots
+                    .sort_by_key(|k| k.parse::<u32>().unwrap_or(u32::MAX));
             }
         }
         Ok(())
@@ -311,8 +335,13 @@ impl Luks2 {
         if slot >= validate::OBJECTS_MAX {
             return Err(Error::KeyslotOutOfRange(slot));
         }
+        config::check_requirements(&self.meta)?;
         let id = slot as u32;
-        let ks = self.meta.keyslots.get(&id).ok_or(Error::KeyslotInactive(slot))?;
+        let ks = self
+            .meta
+            .keyslots
+            .get(&id)
+            .ok_or(Error::KeyslotInactive(slot))?;
         if let Some((off, len)) = ks.area() {
             crate::area::wipe_random(io, off, len, &format!("LUKS2 keyslot {slot} area"))?;
         }

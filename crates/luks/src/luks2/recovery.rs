@@ -58,14 +58,22 @@ pub fn load(io: &dyn BlockIo) -> Result<Chosen, Error> {
                         s.bin.seqid, p.bin.seqid
                     ));
                 }
-                Ok(Chosen { copy: p, other_salt: Some(s.bin.salt), notices })
+                Ok(Chosen {
+                    copy: p,
+                    other_salt: Some(s.bin.salt),
+                    notices,
+                })
             } else {
                 notices.push(format!(
                     "primary LUKS2 header is stale (seqid {} < {}); using the secondary copy at offset {}; \
                      the primary will be rewritten on the next header update",
                     p.bin.seqid, s.bin.seqid, s.bin.hdr_offset
                 ));
-                Ok(Chosen { copy: s, other_salt: Some(p.bin.salt), notices })
+                Ok(Chosen {
+                    copy: s,
+                    other_salt: Some(p.bin.salt),
+                    notices,
+                })
             }
         }
         (Ok(p), Err(e)) => {
@@ -73,7 +81,11 @@ pub fn load(io: &dyn BlockIo) -> Result<Chosen, Error> {
                 "secondary LUKS2 header is corrupt ({e}); using the primary; \
                  the secondary will be rewritten on the next header update"
             ));
-            Ok(Chosen { copy: p, other_salt: bin2_salt, notices })
+            Ok(Chosen {
+                copy: p,
+                other_salt: bin2_salt,
+                notices,
+            })
         }
         (Err(e), Ok(s)) => {
             notices.push(format!(
@@ -81,7 +93,11 @@ pub fn load(io: &dyn BlockIo) -> Result<Chosen, Error> {
                  the primary will be rewritten on the next header update",
                 s.bin.hdr_offset
             ));
-            Ok(Chosen { copy: s, other_salt: salt1, notices })
+            Ok(Chosen {
+                copy: s,
+                other_salt: salt1,
+                notices,
+            })
         }
         (Err(e1), Err(e2)) => Err(match (e1, e2) {
             (Error::NotLuks, Error::NotLuks) => Error::NotLuks,

@@ -24,7 +24,9 @@ pub fn default_segment(m: &Metadata) -> Result<crate::Segment, Error> {
         return Err(Error::Unsupported(format!("segment type '{}'", s.kind)));
     }
     if s.integrity.is_some() {
-        return Err(Error::Unsupported("segments with dm-integrity (authenticated encryption)".into()));
+        return Err(Error::Unsupported(
+            "segments with dm-integrity (authenticated encryption)".into(),
+        ));
     }
     let enc = s.encryption.clone().unwrap_or_default();
     let cipher = CipherSpec::parse(&enc)
@@ -59,5 +61,9 @@ pub fn volume_key_bytes(m: &Metadata, seg: u32) -> Result<usize, Error> {
             _ => None,
         })
         .next()
-        .ok_or_else(|| bad(format!("no keyslot bound to segment {seg}: the volume key size is unknown")))
+        .ok_or_else(|| {
+            bad(format!(
+                "no keyslot bound to segment {seg}: the volume key size is unknown"
+            ))
+        })
 }

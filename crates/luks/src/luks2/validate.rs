@@ -3,7 +3,7 @@
 //! Every error names the JSON field at fault.
 
 use super::binary_header::{BIN_LEN, HDR_SIZES};
-use super::json::{Keyslot, Kdf, Metadata, SegmentSize};
+use super::json::{Kdf, Keyslot, Metadata, SegmentSize};
 use crate::area::{material_len, AF_STRIPES};
 use crate::error::{bad, Error};
 
@@ -19,7 +19,9 @@ pub const SALT_LEN: usize = 32;
 /// Validate `m` for a copy whose binary header says `hdr_size`.
 pub fn validate(m: &Metadata, hdr_size: u64) -> Result<(), Error> {
     if !HDR_SIZES.contains(&hdr_size) {
-        return Err(bad(format!("hdr_size {hdr_size} is not an allowed LUKS2 header size")));
+        return Err(bad(format!(
+            "hdr_size {hdr_size} is not an allowed LUKS2 header size"
+        )));
     }
     let json_size = m.config.json_size.0;
     if json_size != hdr_size - BIN_LEN as u64 {
@@ -36,12 +38,20 @@ pub fn validate(m: &Metadata, hdr_size: u64) -> Result<(), Error> {
     }
     let areas_start = 2 * hdr_size;
     let areas_end = areas_start + ks_size;
-    if m.keyslots.len() > OBJECTS_MAX || m.tokens.len() > OBJECTS_MAX || m.segments.len() > OBJECTS_MAX {
-        return Err(bad(format!("more than {OBJECTS_MAX} keyslots, tokens or segments")));
+    if m.keyslots.len() > OBJECTS_MAX
+        || m.tokens.len() > OBJECTS_MAX
+        || m.segments.len() > OBJECTS_MAX
+    {
+        return Err(bad(format!(
+            "more than {OBJECTS_MAX} keyslots, tokens or segments"
+        )));
     }
     if let Some(max) = m.keyslots.keys().max() {
         if *max as usize >= OBJECTS_MAX {
-            return Err(bad(format!("keyslot id {max} is beyond the limit of {}", OBJECTS_MAX - 1)));
+            return Err(bad(format!(
+                "keyslot id {max} is beyond the limit of {}",
+                OBJECTS_MAX - 1
+            )));
         }
     }
     validate_segments(m, areas_end)?;
@@ -55,7 +65,9 @@ pub fn validate(m: &Metadata, hdr_size: u64) -> Result<(), Error> {
                     .and_then(|s| s.parse::<u32>().ok())
                     .is_some_and(|n| m.keyslots.contains_key(&n));
                 if !ok {
-                    return Err(bad(format!("tokens.{id}.keyslots refers to a missing keyslot {k}")));
+                    return Err(bad(format!(
+                        "tokens.{id}.keyslots refers to a missing keyslot {k}"
+                    )));
                 }
             }
         }
@@ -82,7 +94,9 @@ fn validate_segments(m: &Metadata, areas_end: u64) -> Result<(), Error> {
             }
             SegmentSize::Bytes(n) => {
                 if off.checked_add(n).is_none() {
-                    return Err(bad(format!("{p}: offset {off} + size {n} overflows 64 bits")));
+                    return Err(bad(format!(
+                        "{p}: offset {off} + size {n} overflows 64 bits"
+                    )));
                 }
                 Some(n)
             }
@@ -104,7 +118,9 @@ fn validate_segments(m: &Metadata, areas_end: u64) -> Result<(), Error> {
             }
             if let Some(n) = size {
                 if n % u64::from(ss) != 0 {
-                    return Err(bad(format!("{p}.size {n} is not a multiple of sector_size {ss}")));
+                    return Err(bad(format!(
+                        "{p}.size {n} is not a multiple of sector_size {ss}"
+                    )));
                 }
             }
             let idstr = id.to_string();
@@ -131,7 +147,11 @@ fn validate_segments(m: &Metadata, areas_end: u64) -> Result<(), Error> {
         let (a_off, a_size, a_id) = w[0];
         let (b_off, _, b_id) = w[1];
         match a_size {
-            None => return Err(bad(format!("segments.{a_id} has dynamic size but segment {b_id} follows it"))),
+            None => {
+                return Err(bad(format!(
+                    "segments.{a_id} has dynamic size but segment {b_id} follows it"
+                )))
+            }
             Some(n) if a_off + n > b_off => {
                 return Err(bad(format!("segments.{a_id} overlaps segments.{b_id}")))
             }
@@ -147,7 +167,10 @@ fn validate_keyslots(m: &Metadata, areas_start: u64, areas_end: u64) -> Result<(
         let p = format!("keyslots.{id}");
         if let Keyslot::Luks2(k) = ks {
             if k.key_size == 0 || k.key_size > MAX_KEY_BYTES {
-                return Err(bad(format!("{p}.key_size {} must be 1..={MAX_KEY_BYTES}", k.key_size)));
+                return Err(bad(format!(
+                    "{p}.key_size {} must be 1..={MAX_KEY_BYTES}",
+                    k.key_size
+                )));
             }
             if k.area.key_size == 0 || k.area.key_size > MAX_KEY_BYTES {
                 return Err(bad(format!(
@@ -159,7 +182,10 @@ fn validate_keyslots(m: &Metadata, areas_start: u64, areas_end: u64) -> Result<(
                 return Err(bad(format!("{p}.af.type '{}' is not 'luks1'", k.af.kind)));
             }
             if k.af.stripes != AF_STRIPES {
-                return Err(bad(format!("{p}.af.stripes is {}, must be {AF_STRIPES}", k.af.stripes)));
+                return Err(bad(format!(
+                    "{p}.af.stripes is {}, must be {AF_STRIPES}",
+                    k.af.stripes
+                )));
             }
             if k.area.kind != "raw" {
                 return Err(bad(format!("{p}.area.type '{}' is not 'raw'", k.area.kind)));
@@ -177,16 +203,24 @@ fn validate_keyslots(m: &Metadata, areas_start: u64, areas_end: u64) -> Result<(
                 )));
             }
             if k.kdf.salt().len() != SALT_LEN {
-                return Err(bad(format!("{p}.kdf.salt is {} bytes, expected {SALT_LEN}", k.kdf.salt().len())));
+                return Err(bad(format!(
+                    "{p}.kdf.salt is {} bytes, expected {SALT_LEN}",
+                    k.kdf.salt().len()
+                )));
             }
             match &k.kdf {
                 Kdf::Pbkdf2 { iterations: 0, .. } => {
                     return Err(bad(format!("{p}.kdf.iterations is 0")));
                 }
-                Kdf::Argon2i { time, memory, cpus, .. } | Kdf::Argon2id { time, memory, cpus, .. }
-                    if *time == 0 || *memory == 0 || *cpus == 0 =>
-                {
-                    return Err(bad(format!("{p}.kdf time, memory and cpus must be non-zero")));
+                Kdf::Argon2i {
+                    time, memory, cpus, ..
+                }
+                | Kdf::Argon2id {
+                    time, memory, cpus, ..
+                } if *time == 0 || *memory == 0 || *cpus == 0 => {
+                    return Err(bad(format!(
+                        "{p}.kdf time, memory and cpus must be non-zero"
+                    )));
                 }
                 _ => {}
             }
@@ -195,9 +229,11 @@ fn validate_keyslots(m: &Metadata, areas_start: u64, areas_end: u64) -> Result<(
             if size == 0 {
                 return Err(bad(format!("{p}.area.size is 0")));
             }
-            let end = off
-                .checked_add(size)
-                .ok_or_else(|| bad(format!("{p}.area: offset {off} + size {size} overflows 64 bits")))?;
+            let end = off.checked_add(size).ok_or_else(|| {
+                bad(format!(
+                    "{p}.area: offset {off} + size {size} overflows 64 bits"
+                ))
+            })?;
             if off < areas_start {
                 return Err(bad(format!(
                     "{p}.area.offset {off} overlaps the two metadata copies (which end at {areas_start})"
@@ -243,14 +279,19 @@ fn validate_digests(m: &Metadata) -> Result<(), Error> {
             return Err(bad(format!("{p}.iterations is 0")));
         }
         if d.salt.0.len() != SALT_LEN {
-            return Err(bad(format!("{p}.salt is {} bytes, expected {SALT_LEN}", d.salt.0.len())));
+            return Err(bad(format!(
+                "{p}.salt is {} bytes, expected {SALT_LEN}",
+                d.salt.0.len()
+            )));
         }
         let hlen = cryptkeep_crypto::HashAlg::parse(&d.hash)
             .map_err(|_| bad(format!("{p}.hash '{}' is not supported", d.hash)))?
             .digest_len();
         let dl = d.digest.0.len();
         if dl != 20 && dl != hlen {
-            return Err(bad(format!("{p}.digest is {dl} bytes, expected 20 or {hlen}")));
+            return Err(bad(format!(
+                "{p}.digest is {dl} bytes, expected 20 or {hlen}"
+            )));
         }
     }
     Ok(())

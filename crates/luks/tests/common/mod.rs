@@ -44,7 +44,11 @@ pub fn sparse(path: &Path, mib: u64) -> PathBuf {
 }
 
 pub fn open_rw(path: &Path) -> File {
-    OpenOptions::new().read(true).write(true).open(path).unwrap()
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
 }
 
 pub fn keyfile(dir: &TempDir, name: &str, content: &[u8]) -> PathBuf {
@@ -57,7 +61,9 @@ pub fn keyfile(dir: &TempDir, name: &str, content: &[u8]) -> PathBuf {
 pub fn cryptsetup(args: &[&str]) -> Output {
     match Command::new("cryptsetup").args(args).output() {
         Ok(o) => o,
-        Err(e) => panic!("cannot run `cryptsetup` ({e}): install cryptsetup-bin (scripts/install-deps.sh)"),
+        Err(e) => panic!(
+            "cannot run `cryptsetup` ({e}): install cryptsetup-bin (scripts/install-deps.sh)"
+        ),
     }
 }
 
@@ -79,13 +85,21 @@ pub fn s(p: &Path) -> &str {
 
 /// The volume key as `luksDump --dump-volume-key` prints it.
 pub fn dump_volume_key(img: &Path, key_file: &Path, header: Option<&Path>) -> Vec<u8> {
-    let mut args = vec!["luksDump", "--dump-volume-key", "--batch-mode", "--key-file", s(key_file)];
+    let mut args = vec![
+        "luksDump",
+        "--dump-volume-key",
+        "--batch-mode",
+        "--key-file",
+        s(key_file),
+    ];
     if let Some(h) = header {
         args.extend(["--header", s(h)]);
     }
     args.push(s(img));
     let out = cryptsetup_ok(&args);
-    let start = out.find("MK dump:").expect("no 'MK dump:' in luksDump output");
+    let start = out
+        .find("MK dump:")
+        .expect("no 'MK dump:' in luksDump output");
     let mut key = Vec::new();
     for tok in out[start + 8..].split_whitespace() {
         if tok.len() == 2 && tok.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -98,9 +112,20 @@ pub fn dump_volume_key(img: &Path, key_file: &Path, header: Option<&Path>) -> Ve
 }
 
 /// `cryptsetup open --test-passphrase`: whether the key file opens the image.
-pub fn test_passphrase(img: &Path, key_file: &Path, header: Option<&Path>, slot: Option<usize>) -> bool {
+pub fn test_passphrase(
+    img: &Path,
+    key_file: &Path,
+    header: Option<&Path>,
+    slot: Option<usize>,
+) -> bool {
     let slot_s = slot.map(|n| n.to_string());
-    let mut args = vec!["open", "--test-passphrase", "--batch-mode", "--key-file", s(key_file)];
+    let mut args = vec![
+        "open",
+        "--test-passphrase",
+        "--batch-mode",
+        "--key-file",
+        s(key_file),
+    ];
     if let Some(h) = header {
         args.extend(["--header", s(h)]);
     }
@@ -113,7 +138,9 @@ pub fn test_passphrase(img: &Path, key_file: &Path, header: Option<&Path>, slot:
 
 /// The first value after `label` in `luksDump` output.
 pub fn dump_field(dump: &str, label: &str) -> String {
-    let i = dump.find(label).unwrap_or_else(|| panic!("no '{label}' in dump:\n{dump}"));
+    let i = dump
+        .find(label)
+        .unwrap_or_else(|| panic!("no '{label}' in dump:\n{dump}"));
     dump[i + label.len()..]
         .split_whitespace()
         .next()
@@ -166,8 +193,26 @@ pub fn random_key(n: usize) -> Vec<u8> {
 pub fn cs_kdf_args(kdf: &str) -> Vec<&'static str> {
     match kdf {
         "pbkdf2" => vec!["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"],
-        "argon2i" => vec!["--pbkdf", "argon2i", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "1"],
-        "argon2id" => vec!["--pbkdf", "argon2id", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "1"],
+        "argon2i" => vec![
+            "--pbkdf",
+            "argon2i",
+            "--pbkdf-force-iterations",
+            "4",
+            "--pbkdf-memory",
+            "32",
+            "--pbkdf-parallel",
+            "1",
+        ],
+        "argon2id" => vec![
+            "--pbkdf",
+            "argon2id",
+            "--pbkdf-force-iterations",
+            "4",
+            "--pbkdf-memory",
+            "32",
+            "--pbkdf-parallel",
+            "1",
+        ],
         other => panic!("unknown kdf {other}"),
     }
 }

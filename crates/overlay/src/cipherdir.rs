@@ -1,0 +1,276 @@
+//! An opened (or newly created) cipher directory: its config, its keys,
+//! and the name/content operations that need both.
+
+use crate::config::{Config, InitOptions, NameMode, CONF_NAME};
+use crate::content::ContentCipher;
+use crate::diriv::{read_dir_iv, write_dir_iv, DIRIV_NAME};
+use crate::error::{Error, Result};
+use crate::keys::{content_key, name_key, MasterKey};
+use crate::names::{name_kind, CipherName, DirIv, NameCipher, NameKind, LONGNAME_SUFFIX};
+use cryptkeep_crypto::Backend;
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+/// The mode of `.name` files.
+pub const LONGNAME_FILE_MODE: u32 = 0o444;
+
+/// One entry of a cipher directory, decrypted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The plaintext name.
+    pub plain: OsString,
+    /// The entry's name in the cipher directory.
+    pub cipher: OsString,
+}
+
+/// A gocryptfs cipher directory with its keys loaded.
+pub struct CipherDir {
+    root: PathBuf,
+    config: Config,
+    content: ContentCipher,
+    names: NameCipher,
+}
+
+impl std::fmt::Debug for CipherDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CipherDir")
+            .field("root", &self.root)
+            .field("content", &self.content)
+            .field("names", &self.names)
+            .finish()
+    }
+}
+
+impl CipherDir {
+    /// Opens `root` with `root/gocryptfs.conf` and `password`.
+    pub fn open(root: &Path, password: &[u8]) -> Result<CipherDir> {
+        CipherDir::open_with_config(root, &root.join(CONF_NAME), password)
+    }
+
+    /// Opens `root` with the config at `config_path` (gocryptfs `-config`).
+    pub fn open_with_config(root: &Path, config_path: &Path, password: &[u8]) -> Result<CipherDir> {
+        let config = Config::load(config_path)?;
+        let mk = config.unlock(password, config_path)?;
+        CipherDir::from_parts(root, config, &mk, Backend::default())
+    }
+
+    /// Opens `root` with a known master key (gocryptfs `-masterkey`); the
+    /// config still supplies the feature flags.
+    pub fn open_with_master_key(root: &Path, mk: &MasterKey) -> Result<CipherDir> {
+        let config = Config::load(&root.join(CONF_NAME))?;
+        CipherDir::from_parts(root, config, mk, Backend::default())
+    }
+
+    /// Builds the ciphers for `config` and `mk` on `backend`.
+    pub fn from_parts(root: &Path, config: Config, mk: &MasterKey, backend: Backend) -> Result<CipherDir> {
+        let content = ContentCipher::new(config.content_alg(), content_key(mk, &config)?.as_slice(), backend)?;
+        let names = NameCipher::new(&config, name_key(mk, &config)?.as_slice())?;
+        Ok(CipherDir {
+            root: root.to_path_buf(),
+            config,
+            content,
+            names,
+        })
+    }
+
+    /// Creates a file system in `root` (created if missing, else it must be
+    /// empty): `gocryptfs.conf` with a new random master key wrapped by
+    /// `password`, and the root `gocryptfs.diriv` when names use DirIV.
+    /// Returns the opened directory and the master key (for the user to note).
+    pub fn init(root: &Path, password: &[u8], opts: &InitOptions) -> Result<(CipherDir, MasterKey)> {
+        let mk = MasterKey::random()?;
+        let cd = CipherDir::init_with_key(root, password, opts, &mk)?;
+        Ok((cd, mk))
+    }
+
+    /// [`CipherDir::init`] with a given master key.
+    pub fn init_with_key(root: &Path, password: &[u8], opts: &InitOptions, mk: &MasterKey) -> Result<CipherDir> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io("create", root, e))?;
+        let mut it = std::fs::read_dir(root).map_err(|e| Error::io("read", root, e))?;
+        if it.next().is_some() {
+            return Err(Error::NotEmpty {
+                path: root.to_path_buf(),
+            });
+        }
+        let config = Config::create(opts, mk, password)?;
+        config.save(&root.join(CONF_NAME))?;
+        if config.name_mode() == (NameMode::Eme { diriv: true }) {
+            write_dir_iv(root)?;
+        }
+        CipherDir::from_parts(root, config, mk, Backend::default())
+    }
+
+    /// The cipher directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The content cipher.
+    pub fn content(&self) -> &ContentCipher {
+        &self.content
+    }
+
+    /// The name cipher.
+    pub fn names(&self) -> &NameCipher {
+        &self.names
+    }
+
+    /// The name tweak of the cipher directory `dir` (its `gocryptfs.diriv`,
+    /// zeros with deterministic names, unused with plaintext names).
+    pub fn dir_iv(&self, dir: &Path) -> Result<DirIv> {
+        match self.names.mode() {
+            NameMode::Eme { diriv: true } => read_dir_iv(dir),
+            _ => Ok(DirIv([0u8; 16])),
+        }
+    }
+
+    /// Prepares a new cipher directory `dir` (already created): writes its
+    /// `gocryptfs.diriv` when the file system uses them.
+    pub fn init_dir(&self, dir: &Path) -> Result<()> {
+        if self.names.mode() == (NameMode::Eme { diriv: true }) {
+            write_dir_iv(dir)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `cipher_name` in cipher directory `dir` is one of the
+    /// file system's own files (config, diriv, `.name`), not an entry.
+    pub fn is_internal(&self, dir: &Path, cipher_name: &OsStr) -> bool {
+        let b = cipher_name.as_bytes();
+        if b == CONF_NAME.as_bytes() && dir == self.root {
+            return true;
+        }
+        match self.names.mode() {
+            NameMode::Plain => false,
+            NameMode::Eme { diriv } => {
+                (diriv && b == DIRIV_NAME.as_bytes())
+                    || std::str::from_utf8(b).is_ok_and(|s| name_kind(s) == NameKind::LongNameFile)
+            }
+        }
+    }
+
+    /// The plaintext name of entry `cipher_name` in cipher directory `dir`
+    /// whose tweak is `iv` (reads the `.name` file of a hashed long name).
+    pub fn decrypt_entry(&self, dir: &Path, iv: &DirIv, cipher_name: &OsStr) -> Result<OsString> {
+        if self.names.mode() == NameMode::Plain {
+            return Ok(cipher_name.to_os_string());
+        }
+        let s = cipher_name.to_str().ok_or_else(|| Error::BadName {
+            name: cipher_name.to_string_lossy().into_owned(),
+            detail: "not base64url",
+        })?;
+        let full = if name_kind(s) == NameKind::LongContent {
+            let p = dir.join(format!("{s}{LONGNAME_SUFFIX}"));
+            let content = std::fs::read(&p).map_err(|e| Error::io("read", &p, e))?;
+            self.names.verify_long_name(s, &content)?
+        } else {
+            s.to_string()
+        };
+        Ok(OsString::from_vec(self.names.decrypt_name(&full, iv)?))
+    }
+
+    /// Lists cipher directory `dir` with decrypted names, skipping the file
+    /// system's own files; sorted by plaintext name.
+    pub fn list_dir(&self, dir: &Path) -> Result<Vec<DirEntry>> {
+        let iv = self.dir_iv(dir)?;
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(|e| Error::io("read", dir, e))? {
+            let e = e.map_err(|e| Error::io("read", dir, e))?;
+            let cipher = e.file_name();
+            if self.is_internal(dir, &cipher) {
+                continue;
+            }
+            let plain = self.decrypt_entry(dir, &iv, &cipher)?;
+            out.push(DirEntry { plain, cipher });
+        }
+        out.sort_by(|a, b| a.plain.cmp(&b.plain));
+        Ok(out)
+    }
+
+    /// The on-disk name for plaintext `name` in cipher directory `dir`
+    /// (tweak `iv`).
+    pub fn encrypt_entry(&self, iv: &DirIv, name: &OsStr) -> Result<CipherName> {
+        self.names.encrypt_and_hash(name.as_bytes(), iv)
+    }
+
+    /// Writes the `.name` file for a hashed long name in cipher directory `dir`.
+    pub fn write_long_name(&self, dir: &Path, cn: &CipherName) -> Result<()> {
+        let Some(long) = &cn.long else {
+            return Ok(());
+        };
+        let p = dir.join(format!("{}{LONGNAME_SUFFIX}", cn.on_disk));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(LONGNAME_FILE_MODE)
+            .open(&p)
+            .map_err(|e| Error::io("create", &p, e))?;
+        f.write_all(long.as_bytes()).map_err(|e| Error::io("write", &p, e))
+    }
+
+    /// Maps a relative plaintext path to the absolute cipher path (reading
+    /// each directory's IV on the way down).
+    pub fn encrypt_path(&self, plain_rel: &Path) -> Result<PathBuf> {
+        let mut cur = self.root.clone();
+        for c in plain_rel.components() {
+            match c {
+                Component::Normal(n) => {
+                    let iv = self.dir_iv(&cur)?;
+                    cur.push(self.encrypt_entry(&iv, n)?.on_disk);
+                }
+                Component::CurDir => {}
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} is not a plain relative path",
+                        plain_rel.display()
+                    )))
+                }
+            }
+        }
+        Ok(cur)
+    }
+
+    /// The on-disk form of a symlink target: content-encrypted (block 0, no
+    /// file ID) and base64url'd; unchanged with plaintext names.
+    pub fn encrypt_symlink_target(&self, target: &OsStr) -> Result<OsString> {
+        if self.names.mode() == NameMode::Plain || target.is_empty() {
+            return Ok(target.to_os_string());
+        }
+        let ct = self.content.encrypt_unbound(target.as_bytes())?;
+        Ok(OsString::from(self.names.b64_encode(&ct)))
+    }
+
+    /// Decrypts an on-disk symlink target (`link` is used in messages).
+    pub fn decrypt_symlink_target(&self, stored: &OsStr, link: &Path) -> Result<OsString> {
+        if self.names.mode() == NameMode::Plain || stored.is_empty() {
+            return Ok(stored.to_os_string());
+        }
+        let ct = stored
+            .to_str()
+            .and_then(|s| self.names.b64_decode(s))
+            .ok_or_else(|| Error::BadName {
+                name: stored.to_string_lossy().into_owned(),
+                detail: "symlink target is not base64url",
+            })?;
+        let pt = self.content.decrypt_unbound(&ct).map_err(|e| e.at(link))?;
+        Ok(OsString::from_vec(pt))
+    }
+
+    /// Encrypts an xattr value (block 0, no file ID; empty stays empty).
+    pub fn encrypt_xattr_value(&self, v: &[u8]) -> Result<Vec<u8>> {
+        self.content.encrypt_unbound(v)
+    }
+
+    /// Decrypts an xattr value.
+    pub fn decrypt_xattr_value(&self, v: &[u8]) -> Result<Vec<u8>> {
+        self.content.decrypt_unbound(v)
+    }
+}

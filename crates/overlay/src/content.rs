@@ -1,0 +1,425 @@
+//! File contents: 4096-byte plaintext blocks, each sealed as
+//! `nonce ‖ AEAD(block)` with associated data `be64(block number) ‖ file ID`
+//! (gocryptfs `contentenc`).
+//!
+//! * AES-256-GCM: 16-byte nonce, `ciphertext ‖ tag16` → 4128 bytes per full block.
+//! * AES-SIV: 16-byte nonce, `SIV16 ‖ ciphertext` → 4128 bytes.
+//! * XChaCha20-Poly1305: 24-byte nonce, `ciphertext ‖ tag16` → 4136 bytes.
+//!
+//! A full-length all-zero cipher block is a hole and reads as 4096 zeros; an
+//! all-zero nonce is refused. Symlink targets and xattr values are sealed as
+//! block 0 with no file ID ("unbound").
+
+use crate::config::ContentAlg;
+use crate::error::{Error, Result};
+use crate::header::{FileHeader, FileId, HEADER_LEN};
+use cryptkeep_crypto::aead::{new_aead, Aead, AeadAlg, TAG_LEN};
+use cryptkeep_crypto::Backend;
+
+/// Plaintext block size. Part of the on-disk format.
+pub const PLAIN_BS: usize = 4096;
+
+/// Seals and opens content blocks for one file system.
+pub struct ContentCipher {
+    aead: Box<dyn Aead>,
+    alg: ContentAlg,
+    nonce_len: usize,
+}
+
+impl std::fmt::Debug for ContentCipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ContentCipher({:?}, {})", self.alg, self.aead.backend())
+    }
+}
+
+/// `be64(block_no) ‖ file_id` (the file ID is absent for unbound data).
+fn assoc_data(block_no: u64, file_id: Option<&FileId>) -> ([u8; 24], usize) {
+    let mut ad = [0u8; 24];
+    ad[..8].copy_from_slice(&block_no.to_be_bytes());
+    match file_id {
+        Some(id) => {
+            ad[8..].copy_from_slice(id);
+            (ad, 24)
+        }
+        None => (ad, 8),
+    }
+}
+
+impl ContentCipher {
+    /// Keys the content AEAD (`key` is the derived content key: 32 bytes, or
+    /// 64 for AES-SIV).
+    pub fn new(alg: ContentAlg, key: &[u8], backend: Backend) -> Result<ContentCipher> {
+        let (a, nonce_len) = match alg {
+            ContentAlg::AesGcm => (AeadAlg::Aes256Gcm, 16),
+            ContentAlg::AesSiv => (AeadAlg::Aes256Siv, 16),
+            ContentAlg::XChaCha20Poly1305 => (AeadAlg::XChaCha20Poly1305, 24),
+        };
+        Ok(ContentCipher {
+            aead: new_aead(a, key, backend)?,
+            alg,
+            nonce_len,
+        })
+    }
+
+    /// The content algorithm.
+    pub fn alg(&self) -> ContentAlg {
+        self.alg
+    }
+
+    /// The crypto backend actually in use.
+    pub fn backend(&self) -> Backend {
+        self.aead.backend()
+    }
+
+    /// Nonce length in bytes (16, or 24 for XChaCha20-Poly1305).
+    pub fn nonce_len(&self) -> usize {
+        self.nonce_len
+    }
+
+    /// Bytes added to each block: nonce + tag.
+    pub fn block_overhead(&self) -> usize {
+        self.nonce_len + TAG_LEN
+    }
+
+    /// Size of a full cipher block (4128, or 4136 for XChaCha20-Poly1305).
+    pub fn cipher_bs(&self) -> usize {
+        PLAIN_BS + self.block_overhead()
+    }
+
+    /// Seals one block (1..=4096 bytes; an empty block stays empty) into
+    /// `out`, which must be `plaintext.len() + block_overhead()` bytes, with
+    /// a fresh random nonce.
+    pub fn encrypt_block_into(
+        &self,
+        block_no: u64,
+        file_id: Option<&FileId>,
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let (nonce, rest) = self.split_out(plaintext, out)?;
+        cryptkeep_crypto::rand::fill_random(nonce)?;
+        let (ad, n) = assoc_data(block_no, file_id);
+        Ok(self.aead.seal(nonce, &ad[..n], plaintext, rest)?)
+    }
+
+    /// Like [`ContentCipher::encrypt_block_into`] with a caller-chosen nonce.
+    /// Only AES-SIV is safe with deterministic nonces (reverse mode), so the
+    /// other algorithms refuse.
+    pub fn encrypt_block_with_nonce(
+        &self,
+        block_no: u64,
+        file_id: Option<&FileId>,
+        nonce: &[u8],
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        if self.alg != ContentAlg::AesSiv {
+            return Err(Error::InvalidArgument(
+                "caller-chosen nonces are only safe with AES-SIV".into(),
+            ));
+        }
+        let (n_out, rest) = self.split_out(plaintext, out)?;
+        if nonce.len() != n_out.len() {
+            return Err(Error::InvalidArgument(format!("nonce of {} bytes", nonce.len())));
+        }
+        n_out.copy_from_slice(nonce);
+        let (ad, n) = assoc_data(block_no, file_id);
+        Ok(self.aead.seal(nonce, &ad[..n], plaintext, rest)?)
+    }
+
+    fn split_out<'a>(&self, plaintext: &[u8], out: &'a mut [u8]) -> Result<(&'a mut [u8], &'a mut [u8])> {
+        if plaintext.is_empty() || plaintext.len() > PLAIN_BS {
+            return Err(Error::InvalidArgument(format!(
+                "a content block holds 1..={PLAIN_BS} bytes, got {}",
+                plaintext.len()
+            )));
+        }
+        if out.len() != plaintext.len() + self.block_overhead() {
+            return Err(Error::InvalidArgument(format!(
+                "cipher block buffer of {} bytes, expected {}",
+                out.len(),
+                plaintext.len() + self.block_overhead()
+            )));
+        }
+        Ok(out.split_at_mut(self.nonce_len))
+    }
+
+    /// Seals one block bound to `file_id` into a new vector.
+    pub fn encrypt_block(&self, block_no: u64, file_id: &FileId, plaintext: &[u8]) -> Result<Vec<u8>> {
+        if plaintext.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut out = vec![0u8; plaintext.len() + self.block_overhead()];
+        self.encrypt_block_into(block_no, Some(file_id), plaintext, &mut out)?;
+        Ok(out)
+    }
+
+    /// Opens one cipher block into `out` (at least `ciphertext.len() -
+    /// block_overhead()` bytes, or 4096 for a hole) and returns the plaintext
+    /// length. A full-size all-zero block is a hole (4096 zeros); an empty
+    /// block is empty. Anything that does not authenticate — including a
+    /// block too short for nonce and tag, or an all-zero nonce — is
+    /// [`Error::Auth`] naming the block.
+    pub fn decrypt_block_into(
+        &self,
+        block_no: u64,
+        file_id: Option<&FileId>,
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize> {
+        let auth = || Error::Auth {
+            path: None,
+            block: Some(block_no),
+        };
+        if ciphertext.is_empty() {
+            return Ok(0);
+        }
+        if ciphertext.len() == self.cipher_bs() && ciphertext.iter().all(|&b| b == 0) {
+            let o = out.get_mut(..PLAIN_BS).ok_or_else(|| short_buf(PLAIN_BS))?;
+            o.fill(0);
+            return Ok(PLAIN_BS);
+        }
+        if ciphertext.len() < self.block_overhead() {
+            return Err(auth());
+        }
+        let (nonce, sealed) = ciphertext.split_at(self.nonce_len);
+        if nonce.iter().all(|&b| b == 0) {
+            return Err(auth());
+        }
+        let n = sealed.len() - TAG_LEN;
+        let o = out.get_mut(..n).ok_or_else(|| short_buf(n))?;
+        let (ad, adn) = assoc_data(block_no, file_id);
+        self.aead.open(nonce, &ad[..adn], sealed, o).map_err(|_| auth())?;
+        Ok(n)
+    }
+
+    /// Opens one block bound to `file_id` into a new vector.
+    pub fn decrypt_block(&self, block_no: u64, file_id: &FileId, ciphertext: &[u8]) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; PLAIN_BS.max(ciphertext.len())];
+        let n = self.decrypt_block_into(block_no, Some(file_id), ciphertext, &mut out)?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// Seals consecutive plaintext blocks starting at `first_block` (the last
+    /// one may be partial) and returns the concatenated cipher blocks.
+    pub fn encrypt_blocks(&self, first_block: u64, file_id: &FileId, plaintext: &[u8]) -> Result<Vec<u8>> {
+        let nblocks = plaintext.len().div_ceil(PLAIN_BS);
+        let mut out = vec![0u8; plaintext.len() + nblocks * self.block_overhead()];
+        let mut pos = 0;
+        for (i, chunk) in plaintext.chunks(PLAIN_BS).enumerate() {
+            let len = chunk.len() + self.block_overhead();
+            self.encrypt_block_into(first_block + i as u64, Some(file_id), chunk, &mut out[pos..pos + len])?;
+            pos += len;
+        }
+        Ok(out)
+    }
+
+    /// Opens consecutive cipher blocks starting at `first_block`; the error
+    /// names the first block that fails.
+    pub fn decrypt_blocks(&self, first_block: u64, file_id: &FileId, ciphertext: &[u8]) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; ciphertext.len().div_ceil(self.cipher_bs()) * PLAIN_BS];
+        let mut pos = 0;
+        for (i, chunk) in ciphertext.chunks(self.cipher_bs()).enumerate() {
+            pos += self.decrypt_block_into(first_block + i as u64, Some(file_id), chunk, &mut out[pos..])?;
+        }
+        out.truncate(pos);
+        Ok(out)
+    }
+
+    /// A whole cipher file for `plaintext`: nothing for an empty file, else a
+    /// random header and the blocks.
+    pub fn encrypt_file(&self, plaintext: &[u8]) -> Result<Vec<u8>> {
+        if plaintext.is_empty() {
+            return Ok(Vec::new());
+        }
+        let h = FileHeader::random()?;
+        let mut out = h.to_bytes().to_vec();
+        out.extend(self.encrypt_blocks(0, &h.id, plaintext)?);
+        Ok(out)
+    }
+
+    /// Decrypts a whole cipher file. An empty file (or a bare header, left by
+    /// an interrupted write) is empty.
+    pub fn decrypt_file(&self, ciphertext: &[u8]) -> Result<Vec<u8>> {
+        if ciphertext.len() <= HEADER_LEN {
+            if ciphertext.len() == HEADER_LEN || ciphertext.is_empty() {
+                if !ciphertext.is_empty() {
+                    FileHeader::parse(ciphertext)?;
+                }
+                return Ok(Vec::new());
+            }
+            return Err(Error::BadHeader {
+                path: None,
+                detail: format!("file of {} bytes is shorter than the header", ciphertext.len()),
+            });
+        }
+        let h = FileHeader::parse(&ciphertext[..HEADER_LEN])?;
+        self.decrypt_blocks(0, &h.id, &ciphertext[HEADER_LEN..])
+    }
+
+    /// Seals unbound data (block 0, no file ID): symlink targets and xattr
+    /// values. Empty stays empty. Longer than 4096 bytes is refused.
+    pub fn encrypt_unbound(&self, plaintext: &[u8]) -> Result<Vec<u8>> {
+        if plaintext.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut out = vec![0u8; plaintext.len() + self.block_overhead()];
+        self.encrypt_block_into(0, None, plaintext, &mut out)?;
+        Ok(out)
+    }
+
+    /// Opens unbound data (see [`ContentCipher::encrypt_unbound`]).
+    pub fn decrypt_unbound(&self, ciphertext: &[u8]) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; PLAIN_BS.max(ciphertext.len())];
+        let n = self
+            .decrypt_block_into(0, None, ciphertext, &mut out)
+            .map_err(|_| Error::Auth { path: None, block: None })?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// The plaintext size of a cipher file of `cipher_size` bytes
+    /// (gocryptfs's rules: a bare header or a short file is 0; a last block
+    /// too short to hold any data counts as one byte of data).
+    pub fn plain_size(&self, cipher_size: u64) -> u64 {
+        let hl = HEADER_LEN as u64;
+        if cipher_size <= hl {
+            return 0;
+        }
+        let cbs = self.cipher_bs() as u64;
+        let ovh = self.block_overhead() as u64;
+        let mut size = cipher_size;
+        let last = (size - hl) % cbs;
+        if last > 0 && last <= ovh {
+            size = size - last + ovh + 1;
+        }
+        let blocks = (size - hl).div_ceil(cbs);
+        (size - hl).saturating_sub(blocks * ovh)
+    }
+
+    /// The cipher file size for `plain_size` bytes of plaintext.
+    pub fn cipher_size(&self, plain_size: u64) -> u64 {
+        if plain_size == 0 {
+            return 0;
+        }
+        let blocks = plain_size.div_ceil(PLAIN_BS as u64);
+        HEADER_LEN as u64 + plain_size + blocks * self.block_overhead() as u64
+    }
+}
+
+fn short_buf(n: usize) -> Error {
+    Error::InvalidArgument(format!("output buffer shorter than {n} bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ciphers() -> Vec<ContentCipher> {
+        let mut v = Vec::new();
+        for b in Backend::ALL {
+            v.push(ContentCipher::new(ContentAlg::AesGcm, &[1u8; 32], b).unwrap());
+            v.push(ContentCipher::new(ContentAlg::XChaCha20Poly1305, &[2u8; 32], b).unwrap());
+        }
+        v.push(ContentCipher::new(ContentAlg::AesSiv, &[3u8; 64], Backend::Portable).unwrap());
+        v
+    }
+
+    /// The sizes of gocryptfs's file-format.md examples; changing them changes the format.
+    #[test]
+    fn sizes_match_the_format_document() {
+        let gcm = ContentCipher::new(ContentAlg::AesGcm, &[1u8; 32], Backend::Portable).unwrap();
+        let x = ContentCipher::new(ContentAlg::XChaCha20Poly1305, &[1u8; 32], Backend::Portable).unwrap();
+        assert_eq!(gcm.cipher_bs(), 4128);
+        assert_eq!(x.cipher_bs(), 4136);
+        assert_eq!(gcm.cipher_size(0), 0);
+        assert_eq!(gcm.cipher_size(1), 51);
+        assert_eq!(gcm.cipher_size(5000), 5082);
+        assert_eq!(x.cipher_size(1), 59);
+        assert_eq!(x.cipher_size(5000), 5098);
+        for c in [&gcm, &x] {
+            for p in [0u64, 1, 4095, 4096, 4097, 5000, 1 << 20, (1 << 20) + 3] {
+                assert_eq!(c.plain_size(c.cipher_size(p)), p);
+            }
+        }
+        assert_eq!(gcm.plain_size(18), 0);
+        assert_eq!(gcm.plain_size(18 + 10), 1);
+        assert_eq!(gcm.encrypt_file(&[7u8; 5000]).unwrap().len(), 5082);
+    }
+
+    #[test]
+    fn round_trip_and_holes() {
+        for c in ciphers() {
+            for len in [0usize, 1, 4095, 4096, 4097, 3 * 4096 + 5] {
+                let p: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+                let ct = c.encrypt_file(&p).unwrap();
+                assert_eq!(ct.len() as u64, c.cipher_size(len as u64));
+                assert_eq!(c.decrypt_file(&ct).unwrap(), p, "{c:?} {len}");
+            }
+            // A hole in the middle: an all-zero full cipher block.
+            let p = vec![9u8; 3 * PLAIN_BS];
+            let mut ct = c.encrypt_file(&p).unwrap();
+            let s = HEADER_LEN + c.cipher_bs();
+            ct[s..s + c.cipher_bs()].fill(0);
+            let d = c.decrypt_file(&ct).unwrap();
+            assert!(d[PLAIN_BS..2 * PLAIN_BS].iter().all(|&b| b == 0));
+            assert_eq!(&d[..PLAIN_BS], &p[..PLAIN_BS]);
+        }
+    }
+
+    #[test]
+    fn tampering_names_the_block() {
+        for c in ciphers() {
+            let p = vec![5u8; 3 * PLAIN_BS];
+            let ct = c.encrypt_file(&p).unwrap();
+            let h = FileHeader::parse(&ct[..HEADER_LEN]).unwrap();
+            for k in 0..3u64 {
+                let mut bad = ct.clone();
+                bad[HEADER_LEN + k as usize * c.cipher_bs() + 100] ^= 0x40;
+                match c.decrypt_file(&bad) {
+                    Err(Error::Auth { block: Some(b), .. }) => assert_eq!(b, k),
+                    other => panic!("{other:?}"),
+                }
+                for j in 0..3u64 {
+                    let s = HEADER_LEN + j as usize * c.cipher_bs();
+                    let r = c.decrypt_block(j, &h.id, &bad[s..s + c.cipher_bs()]);
+                    assert_eq!(r.is_ok(), j != k);
+                }
+            }
+            // Blocks are bound to their position and their file.
+            let b0 = &ct[HEADER_LEN..HEADER_LEN + c.cipher_bs()];
+            assert!(c.decrypt_block(1, &h.id, b0).is_err());
+            assert!(c.decrypt_block(0, &[1u8; 16], b0).is_err());
+            // An all-zero nonce is refused even with a valid-looking rest.
+            let mut z = b0.to_vec();
+            z[..c.nonce_len()].fill(0);
+            assert!(c.decrypt_block(0, &h.id, &z).is_err());
+            assert!(c.decrypt_block(0, &h.id, &b0[..10]).is_err());
+        }
+    }
+
+    #[test]
+    fn unbound_round_trip() {
+        for c in ciphers() {
+            assert!(c.encrypt_unbound(b"").unwrap().is_empty());
+            let ct = c.encrypt_unbound(b"../target").unwrap();
+            assert_eq!(c.decrypt_unbound(&ct).unwrap(), b"../target");
+            let mut bad = ct.clone();
+            bad[ct.len() - 1] ^= 1;
+            assert!(c.decrypt_unbound(&bad).unwrap_err().is_auth());
+        }
+    }
+
+    #[test]
+    fn nonces_only_chosen_for_siv() {
+        let gcm = ContentCipher::new(ContentAlg::AesGcm, &[1u8; 32], Backend::Portable).unwrap();
+        let mut out = vec![0u8; 1 + 32];
+        assert!(gcm.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out).is_err());
+        let siv = ContentCipher::new(ContentAlg::AesSiv, &[1u8; 64], Backend::Portable).unwrap();
+        siv.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out).unwrap();
+        let mut out2 = vec![0u8; 33];
+        siv.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out2).unwrap();
+        assert_eq!(out, out2);
+    }
+}

@@ -1,0 +1,345 @@
+//! File names (gocryptfs `nametransform`): PKCS#7 padding to 16 bytes,
+//! AES-256-EME under the directory's IV, base64url (unpadded with Raw64).
+//! Encrypted names longer than the long-name limit are stored as
+//! `gocryptfs.longname.` + base64url(SHA-256(encrypted name)), with the full
+//! encrypted name in a sibling file of the same name plus `.name`.
+//! Xattr names use the same scheme with the fixed IV `"xattr_name_iv_xx"`
+//! and the store prefix `user.gocryptfs.`.
+
+use crate::config::{Config, NameMode};
+use crate::error::{Error, Result};
+use crate::flags::FeatureFlag;
+use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
+use base64::Engine;
+use cryptkeep_crypto::eme::Eme;
+use sha2::{Digest, Sha256};
+
+/// Longest plaintext name, in bytes.
+pub const NAME_MAX: usize = 255;
+/// Prefix of hashed long names. Part of the on-disk format.
+pub const LONGNAME_PREFIX: &str = "gocryptfs.longname.";
+/// Suffix of the file that holds a long name. Part of the on-disk format.
+pub const LONGNAME_SUFFIX: &str = ".name";
+/// The fixed EME tweak for xattr names. Part of the on-disk format.
+pub const XATTR_NAME_IV: &[u8; 16] = b"xattr_name_iv_xx";
+/// Prefix under which encrypted xattrs are stored. Part of the on-disk format.
+pub const XATTR_STORE_PREFIX: &str = "user.gocryptfs.";
+/// Largest `.name` file gocryptfs reads.
+pub const LONGNAME_FILE_MAX: usize = 344;
+
+/// A directory's 16-byte name tweak (`gocryptfs.diriv`, or zeros with
+/// deterministic names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirIv(pub [u8; 16]);
+
+/// What a plaintext name becomes on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CipherName {
+    /// The directory entry's name.
+    pub on_disk: String,
+    /// For hashed long names: the full encrypted name, to be written to
+    /// `on_disk + ".name"`.
+    pub long: Option<String>,
+}
+
+/// Which kind of entry an on-disk name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    /// An ordinary encrypted name.
+    Normal,
+    /// `gocryptfs.longname.<hash>`: content whose name is in the `.name` file.
+    LongContent,
+    /// `gocryptfs.longname.<hash>.name`: the long name itself.
+    LongNameFile,
+}
+
+/// Classifies an on-disk name (EME modes only).
+pub fn name_kind(cipher: &str) -> NameKind {
+    if !cipher.starts_with(LONGNAME_PREFIX) {
+        NameKind::Normal
+    } else if cipher.ends_with(LONGNAME_SUFFIX) {
+        NameKind::LongNameFile
+    } else {
+        NameKind::LongContent
+    }
+}
+
+/// Checks a plaintext name the way gocryptfs does: non-empty, at most 255
+/// bytes, no `/` or NUL, not `.` or `..`.
+pub fn check_plain_name(name: &[u8]) -> Result<()> {
+    let bad = |d: &'static str| Error::InvalidName {
+        name: String::from_utf8_lossy(name).into_owned(),
+        detail: d,
+    };
+    if name.is_empty() {
+        return Err(bad("empty name"));
+    }
+    if name.len() > NAME_MAX {
+        return Err(bad("longer than 255 bytes"));
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return Err(bad("contains '/' or NUL"));
+    }
+    if name == b"." || name == b".." {
+        return Err(bad("'.' and '..' are not names"));
+    }
+    Ok(())
+}
+
+/// Encrypts and decrypts names for one file system.
+pub struct NameCipher {
+    eme: Eme,
+    mode: NameMode,
+    raw64: bool,
+    long_name_max: usize,
+}
+
+impl std::fmt::Debug for NameCipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NameCipher({:?}, raw64={}, long>{})", self.mode, self.raw64, self.long_name_max)
+    }
+}
+
+impl NameCipher {
+    /// Builds the name cipher for `cfg` with the derived EME key.
+    pub fn new(cfg: &Config, eme_key: &[u8]) -> Result<NameCipher> {
+        Ok(NameCipher {
+            eme: Eme::new(eme_key)?,
+            mode: cfg.name_mode(),
+            raw64: cfg.has(FeatureFlag::Raw64),
+            long_name_max: cfg.long_name_max(),
+        })
+    }
+
+    /// The name mode.
+    pub fn mode(&self) -> NameMode {
+        self.mode
+    }
+
+    /// Encrypted names longer than this are hashed.
+    pub fn long_name_max(&self) -> usize {
+        self.long_name_max
+    }
+
+    /// base64url as the file system writes it (unpadded with Raw64).
+    pub fn b64_encode(&self, b: &[u8]) -> String {
+        if self.raw64 {
+            URL_SAFE_NO_PAD.encode(b)
+        } else {
+            URL_SAFE.encode(b)
+        }
+    }
+
+    /// Strict base64url decoding (canonical, no CR/LF).
+    pub fn b64_decode(&self, s: &str) -> Option<Vec<u8>> {
+        if self.raw64 {
+            URL_SAFE_NO_PAD.decode(s).ok()
+        } else {
+            URL_SAFE.decode(s).ok()
+        }
+    }
+
+    /// EME-encrypts `plain` under `iv` without validity checks or hashing.
+    fn encrypt_raw(&self, plain: &[u8], iv: &[u8; 16]) -> Result<String> {
+        let pad = 16 - plain.len() % 16;
+        let mut buf = Vec::with_capacity(plain.len() + pad);
+        buf.extend_from_slice(plain);
+        buf.resize(plain.len() + pad, pad as u8);
+        self.eme.encrypt(iv, &mut buf)?;
+        Ok(self.b64_encode(&buf))
+    }
+
+    /// Decodes, EME-decrypts and unpads `cipher` under `iv`.
+    fn decrypt_raw(&self, cipher: &str, iv: &[u8; 16]) -> Result<Vec<u8>> {
+        let bad = |d: &'static str| Error::BadName {
+            name: cipher.to_string(),
+            detail: d,
+        };
+        if cipher.contains(['\r', '\n']) {
+            return Err(bad("contains CR or LF"));
+        }
+        let mut bin = self.b64_decode(cipher).ok_or_else(|| bad("not valid base64url"))?;
+        if bin.is_empty() || bin.len() % 16 != 0 || bin.len() > 16 * cryptkeep_crypto::eme::MAX_BLOCKS {
+            return Err(bad("decoded length is not a multiple of 16"));
+        }
+        self.eme.decrypt(iv, &mut bin)?;
+        let pad = usize::from(*bin.last().unwrap_or(&0));
+        if pad == 0 || pad > 16 || pad >= bin.len() {
+            return Err(bad("bad padding (wrong directory IV or key?)"));
+        }
+        if bin[bin.len() - pad..].iter().any(|&b| usize::from(b) != pad) {
+            return Err(bad("bad padding (wrong directory IV or key?)"));
+        }
+        bin.truncate(bin.len() - pad);
+        Ok(bin)
+    }
+
+    /// Encrypts a plaintext name for a directory with tweak `iv`, without
+    /// hashing long results (plaintext-names mode returns the name itself).
+    pub fn encrypt_name(&self, plain: &[u8], iv: &DirIv) -> Result<String> {
+        check_plain_name(plain)?;
+        match self.mode {
+            NameMode::Plain => String::from_utf8(plain.to_vec()).map_err(|_| Error::InvalidName {
+                name: String::from_utf8_lossy(plain).into_owned(),
+                detail: "not UTF-8 (plaintext-names mode stores names as they are)",
+            }),
+            NameMode::Eme { .. } => self.encrypt_raw(plain, &iv.0),
+        }
+    }
+
+    /// Encrypts a plaintext name and hashes it if it is longer than the
+    /// long-name limit (`EncryptAndHashName`).
+    pub fn encrypt_and_hash(&self, plain: &[u8], iv: &DirIv) -> Result<CipherName> {
+        let full = self.encrypt_name(plain, iv)?;
+        if self.mode != NameMode::Plain && full.len() > self.long_name_max {
+            Ok(CipherName {
+                on_disk: self.hash_long_name(&full),
+                long: Some(full),
+            })
+        } else {
+            Ok(CipherName {
+                on_disk: full,
+                long: None,
+            })
+        }
+    }
+
+    /// `gocryptfs.longname.` + base64url(SHA-256(encrypted name)).
+    pub fn hash_long_name(&self, full: &str) -> String {
+        format!("{LONGNAME_PREFIX}{}", self.b64_encode(&Sha256::digest(full.as_bytes())))
+    }
+
+    /// Decrypts an encrypted (not hashed) name; the result is a valid name.
+    pub fn decrypt_name(&self, cipher: &str, iv: &DirIv) -> Result<Vec<u8>> {
+        let plain = match self.mode {
+            NameMode::Plain => cipher.as_bytes().to_vec(),
+            NameMode::Eme { .. } => self.decrypt_raw(cipher, &iv.0)?,
+        };
+        check_plain_name(&plain).map_err(|_| Error::BadName {
+            name: cipher.to_string(),
+            detail: "decrypts to an invalid name",
+        })?;
+        Ok(plain)
+    }
+
+    /// Checks that a `.name` file's content belongs to the hashed name
+    /// `on_disk` and returns it.
+    pub fn verify_long_name(&self, on_disk: &str, content: &[u8]) -> Result<String> {
+        let bad = |d: &'static str| Error::BadName {
+            name: on_disk.to_string(),
+            detail: d,
+        };
+        if content.is_empty() || content.len() > LONGNAME_FILE_MAX {
+            return Err(bad("its .name file is empty or longer than 344 bytes"));
+        }
+        let s = std::str::from_utf8(content).map_err(|_| bad("its .name file is not ASCII"))?;
+        if self.hash_long_name(s) != on_disk {
+            return Err(bad("its .name file does not match the hash"));
+        }
+        Ok(s.to_string())
+    }
+
+    /// The stored name of an xattr: `user.gocryptfs.` + EME(name, fixed IV).
+    pub fn encrypt_xattr_name(&self, name: &[u8]) -> Result<String> {
+        if name.is_empty() || name.contains(&0) {
+            return Err(Error::InvalidName {
+                name: String::from_utf8_lossy(name).into_owned(),
+                detail: "xattr names are non-empty and have no NUL",
+            });
+        }
+        Ok(format!("{XATTR_STORE_PREFIX}{}", self.encrypt_raw(name, XATTR_NAME_IV)?))
+    }
+
+    /// The plaintext name of a stored xattr, or `None` if it is not one of
+    /// ours (no `user.gocryptfs.` prefix).
+    pub fn decrypt_xattr_name(&self, stored: &str) -> Result<Option<Vec<u8>>> {
+        let Some(c) = stored.strip_prefix(XATTR_STORE_PREFIX) else {
+            return Ok(None);
+        };
+        let p = self.decrypt_raw(c, XATTR_NAME_IV)?;
+        if p.is_empty() || p.contains(&0) {
+            return Err(Error::BadName {
+                name: stored.to_string(),
+                detail: "decrypts to an invalid xattr name",
+            });
+        }
+        Ok(Some(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::InitOptions;
+    use crate::keys::MasterKey;
+
+    fn cipher(opts: InitOptions) -> NameCipher {
+        let mk = MasterKey::from_bytes(&[0u8; 32]).unwrap();
+        let cfg = Config::create(&InitOptions { scrypt_log_n: 10, ..opts }, &mk, b"x").unwrap();
+        NameCipher::new(&cfg, crate::keys::name_key(&mk, &cfg).unwrap().as_slice()).unwrap()
+    }
+
+    /// Changing these changes the on-disk format.
+    #[test]
+    fn constants_are_pinned() {
+        assert_eq!(LONGNAME_PREFIX, "gocryptfs.longname.");
+        assert_eq!(LONGNAME_SUFFIX, ".name");
+        assert_eq!(XATTR_NAME_IV, b"xattr_name_iv_xx");
+        assert_eq!(XATTR_STORE_PREFIX, "user.gocryptfs.");
+    }
+
+    #[test]
+    fn round_trips_and_lengths() {
+        let n = cipher(InitOptions::default());
+        let iv = DirIv([3u8; 16]);
+        for len in [1usize, 15, 16, 17, 175, 176, 255] {
+            let name = vec![b'a'; len];
+            let c = n.encrypt_and_hash(&name, &iv).unwrap();
+            // 175 bytes pad to 176 → 235 base64 chars: still short; 176 → 192 → 256: hashed.
+            assert_eq!(c.long.is_some(), len > 175, "{len}");
+            let full = c.long.clone().unwrap_or(c.on_disk.clone());
+            assert_eq!(n.decrypt_name(&full, &iv).unwrap(), name);
+            if let Some(l) = &c.long {
+                assert_eq!(c.on_disk.len(), 62);
+                assert_eq!(n.verify_long_name(&c.on_disk, l.as_bytes()).unwrap(), *l);
+                assert!(n.verify_long_name(&c.on_disk, b"AAAA").is_err());
+            }
+        }
+        // Other IV: different ciphertext, and decrypting with the wrong IV fails or differs.
+        let a = n.encrypt_name(b"hello", &iv).unwrap();
+        let b = n.encrypt_name(b"hello", &DirIv([4u8; 16])).unwrap();
+        assert_ne!(a, b);
+        assert!(!a.contains('='));
+        assert!(n.encrypt_name(b"a/b", &iv).is_err());
+        assert!(n.encrypt_name(b"..", &iv).is_err());
+        assert!(n.encrypt_name(&[b'x'; 256], &iv).is_err());
+        assert!(n.decrypt_name("!!!", &iv).is_err());
+        assert!(n.decrypt_name("AAAA", &iv).is_err());
+    }
+
+    #[test]
+    fn long_name_max_and_plain_mode() {
+        let n = cipher(InitOptions {
+            long_name_max: 100,
+            ..InitOptions::default()
+        });
+        assert!(n.encrypt_and_hash(&[b'a'; 80], &DirIv([1; 16])).unwrap().long.is_some());
+        let p = cipher(InitOptions {
+            plaintext_names: true,
+            ..InitOptions::default()
+        });
+        let c = p.encrypt_and_hash(&[b'a'; 255], &DirIv([0; 16])).unwrap();
+        assert_eq!(c.on_disk, "a".repeat(255));
+        assert_eq!(c.long, None);
+    }
+
+    #[test]
+    fn xattr_names() {
+        let n = cipher(InitOptions::default());
+        let s = n.encrypt_xattr_name(b"user.test").unwrap();
+        assert!(s.starts_with("user.gocryptfs."));
+        assert_eq!(n.decrypt_xattr_name(&s).unwrap().unwrap(), b"user.test");
+        assert_eq!(n.decrypt_xattr_name("user.other").unwrap(), None);
+        assert!(n.decrypt_xattr_name("user.gocryptfs.AAAA").is_err());
+    }
+}
