@@ -8,7 +8,8 @@
 # the SHA-256 of the whole plaintext through `open --read-only`. One boot of
 # Debian's kernel then opens each image with dm-crypt (cryptsetup open
 # --key-file): the sector size is the one asked for, e2fsck -fn is clean, the
-# whole plaintext has the same SHA-256, and the manifest checks out.
+# whole plaintext has the same SHA-256, and the manifest checks out. Two
+# 2 TiB sparse volumes check cryptkeep's writes across 512-byte sector 2^32.
 # One kernel boot. Needs root, FUSE, loop devices, qemu, the cryptkeep build.
 set -euo pipefail
 . "$(dirname "$0")/lib/host.sh"
@@ -72,8 +73,46 @@ while IFS='|' read -r name type cipher bits sector pbkdf; do
   kt_log "host: $name ($type $cipher $bits-bit, sector $sector) formatted and filled in $(kt_since "$t")s"
 done <<< "$volumes"
 
+# Two 2 TiB + 64 MiB sparse volumes: cryptkeep writes a pattern across
+# 512-byte sector 2^32 (2 TiB into the data), where aes-xts-plain's 32-bit IV
+# wraps and plain64's does not.
+# name|type|cipher|key bits|sector size
+bigvols="
+c2-big-xtsp-512|luks2|aes-xts-plain|512|512
+c1-big-xts64|luks1|aes-xts-plain64|256|512
+"
+kt_pattern "$W/pattern.bin" 4 cryptkeep-to-kernel-big
+pat_sha=$(sha256sum < "$W/pattern.bin" | cut -c1-64)
+big_seek=$(( (2 << 20) - 2 ))   # MiB: the pattern spans 2 TiB - 2 MiB .. 2 TiB + 2 MiB
+: > "$W/bigvols"
+while IFS='|' read -r name type cipher bits sector; do
+  [ -n "$name" ] || continue
+  t=$EPOCHREALTIME
+  img="$W/$name.img"
+  truncate -s $(( (2 << 40) + (64 << 20) )) "$img"
+  opts=(--batch-mode --type "$type" --cipher "$cipher" --key-size "$bits" --key-file "$W/key"
+        --pbkdf pbkdf2 --pbkdf-force-iterations 1000)
+  [ "$type" = luks2 ] && opts+=(--sector-size "$sector")
+  ck format "$img" "${opts[@]}" || kt_die "$name: cryptkeep format ${opts[*]} failed"
+  dev=$(kt_open "$img" "$name" "$W/key") || kt_die "$name: cryptkeep open failed"
+  dd if="$W/pattern.bin" of="$dev" bs=1M seek="$big_seek" conv=fsync status=none \
+    || kt_die "$name: writing the pattern at MiB $big_seek of $dev failed"
+  kt_close "$name" || kt_die "$name: cryptkeep close failed"
+  echo "$name $sector $big_seek $pat_sha" >> "$W/bigvols"
+  disks+=("$name=$img")
+  kt_log "host: $name ($type $cipher $bits-bit) pattern written at MiB $big_seek in $(kt_since "$t")s"
+done <<< "$bigvols"
+
 cat > "$W/guest-script.sh" <<'EOF'
 . /harness/guest.sh
+while read -r name sector seek sum; do
+  g_open "$name" /harness/key --readonly || continue
+  g_expect_sector "$name" "$sector"
+  got=$(dd if="/dev/mapper/$name" bs=1M skip="$seek" count=4 2>/dev/null | sha256sum | cut -c1-64)
+  [ "$got" = "$sum" ] && g_ok "$name: the pattern cryptkeep wrote across sector 2^32" \
+    || g_bad "$name: dm-crypt reads something else at MiB $seek than the pattern cryptkeep wrote"
+  g_run "$name: cryptsetup close" cryptsetup close "$name"
+done < /harness/bigvols
 while read -r name sector size sum; do
   g_open "$name" /harness/key --readonly || continue
   dev=/dev/mapper/$name
@@ -95,5 +134,5 @@ done < /harness/volumes
 g_finish
 EOF
 kt_boot --timeout 400 --script "$W/guest-script.sh" --put "$KT_LIB/guest.sh" --put "$W/key" \
-  --put "$W/volumes" "${disks[@]}" || kt_die "the kernel did not read what cryptkeep wrote (guest FAIL lines above)"
+  --put "$W/volumes" --put "$W/bigvols" "${disks[@]}" || kt_die "the kernel did not read what cryptkeep wrote (guest FAIL lines above)"
 kt_finish

@@ -12,6 +12,7 @@
 # One kernel boot. Needs root, cryptsetup, qemu, openssl, the cryptkeep build.
 set -euo pipefail
 . "$(dirname "$0")/lib/host.sh"
+# shellcheck source=lib/luks2-tweak.sh
 . "$KT_LIB/luks2-tweak.sh"
 
 kt_require_root
@@ -123,7 +124,7 @@ while read -r name kind sector seek cipher bits offset tweak; do
   if [ "$kind" = ext4 ]; then
     g_run "$name: mkfs.ext4" mkfs.ext4 -q "$dev"
     mkdir -p "/mnt/$name"
-    if g_run "$name: mount" mount "$dev" "/mnt/$name"; then
+    if g_run "$name: mount" mount -t ext4 "$dev" "/mnt/$name"; then
       g_run "$name: untar the tree" tar -x -f /harness/tree.tar -C "/mnt/$name"
       echo "$name" > "/mnt/$name/VOLUME"
       g_run "$name: umount" umount "/mnt/$name"

@@ -177,6 +177,13 @@ pub fn wait_ready(mut rx: File, log: &Path) -> CliResult<()> {
     ))
 }
 
+/// Makes this process non-dumpable: no core dumps, no ptrace by
+/// non-root, /proc/PID/mem closed — it will hold the volume key.
+pub fn harden() {
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) has no memory-safety preconditions.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+}
+
 /// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and the threads it
 /// starts later), so that [`wait_signal`] receives them.
 pub fn block_signals() {

@@ -142,7 +142,9 @@ fn main() {
             let mut lines = text.lines().filter(|l| !l.trim().is_empty());
             let first = lines.next().unwrap_or("invalid command line");
             let what = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("cryptkeep: {what} (command line): see cryptkeep --help or cryptkeep VERB --help");
+            eprintln!(
+                "cryptkeep: {what} (command line): see cryptkeep --help or cryptkeep VERB --help"
+            );
             for l in lines {
                 eprintln!("{l}");
             }

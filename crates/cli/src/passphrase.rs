@@ -255,12 +255,12 @@ fn read_tty_noecho(prompt: &str) -> CliResult<Passphrase> {
         new.c_lflag &= !libc::ECHO;
         new.c_lflag |= libc::ECHONL;
         // SAFETY: sets attributes of our own terminal from a valid termios.
-        unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &new) };
+        unsafe { libc::tcsetattr(fd, libc::TCSANOW, &new) };
     }
     let line = read_line_stdin();
     if have_termios {
         // SAFETY: restores the attributes read above.
-        unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &old) };
+        unsafe { libc::tcsetattr(fd, libc::TCSANOW, &old) };
     }
     line
 }

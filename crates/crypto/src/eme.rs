@@ -59,7 +59,7 @@ impl Eme {
 
     fn transform(&self, tweak: &[u8; 16], data: &mut [u8], encrypt: bool) -> Result<(), Error> {
         let m = data.len() / 16;
-        if data.len() % 16 != 0 || m == 0 || m > MAX_BLOCKS {
+        if m * 16 != data.len() || m == 0 || m > MAX_BLOCKS {
             return Err(Error::InvalidLength {
                 what: "EME message",
                 got: data.len(),

@@ -4,8 +4,10 @@
 //! plain file, both backed by one tmpfs, interleaved in the same run.
 //! Ignored by default; run as root with
 //! `cargo test --release -p cryptkeep-fuse --test bench_block -- --ignored --nocapture`.
-//! Tuning knobs (environment): CK_BENCH_REPS (3), CK_BENCH_THREADS,
-//! CK_BENCH_MAX_IO (bytes), CK_BENCH_MAX_BG, CK_BENCH_SPLIT (none|pool|scoped).
+//! Knobs (environment): CK_BENCH_REPS (3); CK_BENCH_CONFIGS, a comma list
+//! of cryptkeep configurations `threads:split[:max_background]` (split =
+//! pool|none|scoped) measured side by side, e.g. `2:pool,4:pool,4:none`;
+//! CK_BENCH_MAX_IO (bytes).
 
 mod common;
 use common::*;
@@ -66,6 +68,33 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// One cryptkeep configuration to measure: `threads:split[:max_background]`.
+#[derive(Clone, Copy, Debug)]
+struct Cfg {
+    tuning: BlockFileTuning,
+    split: Parallelism,
+}
+
+fn parse_cfg(s: &str) -> Cfg {
+    let mut it = s.split(':');
+    let mut tuning = BlockFileTuning::default();
+    if let Some(t) = it.next().and_then(|t| t.parse().ok()) {
+        tuning = tuning.with_threads(t);
+    }
+    let split = match it.next() {
+        Some("none") => Parallelism::None,
+        Some("scoped") => Parallelism::Scoped,
+        _ => Parallelism::Pool,
+    };
+    if let Some(b) = it.next().and_then(|b| b.parse().ok()) {
+        tuning = tuning.with_max_background(b);
+    }
+    if let Some(m) = env("CK_BENCH_MAX_IO") {
+        tuning = tuning.with_max_io(m);
+    }
+    Cfg { tuning, split }
+}
+
 #[test]
 #[ignore = "benchmark; needs root, fio, bindfs"]
 fn bench_fio_fuse_vs_bindfs() {
@@ -74,55 +103,58 @@ fn bench_fio_fuse_vs_bindfs() {
         require_tool(t);
     }
     let reps: usize = env("CK_BENCH_REPS").unwrap_or(3);
-    let mut tuning = BlockFileTuning::default();
-    if let Some(t) = env("CK_BENCH_THREADS") {
-        tuning = tuning.with_threads(t);
-    }
-    if let Some(m) = env("CK_BENCH_MAX_IO") {
-        tuning = tuning.with_max_io(m);
-    }
-    if let Some(b) = env("CK_BENCH_MAX_BG") {
-        tuning = tuning.with_max_background(b);
-    }
-    let split = match std::env::var("CK_BENCH_SPLIT").as_deref() {
-        Ok("none") => Parallelism::None,
-        Ok("scoped") => Parallelism::Scoped,
-        _ => Parallelism::Pool,
-    };
+    let default_cfg = format!("{}:pool", BlockFileTuning::default().threads);
+    let cfgs: Vec<Cfg> = std::env::var("CK_BENCH_CONFIGS")
+        .unwrap_or(default_cfg)
+        .split(',')
+        .map(parse_cfg)
+        .collect();
 
     let dir = TempDir::new("bench");
     let tmpfs = dir.sub("tmpfs");
+    let tmpfs_size = format!("size={}M", (cfgs.len() as u64 + 1) * (DEV_SIZE >> 20) + 256);
     run(
         "mount",
         &[
             "-t",
             "tmpfs",
             "-o",
-            "size=1G",
+            &tmpfs_size,
             "tmpfs",
             tmpfs.to_str().unwrap(),
         ],
     );
     let _tmpfs = Unmount(tmpfs.to_str().unwrap().to_string());
 
-    // cryptkeep: FUSE block file over an image on tmpfs.
-    let img = tmpfs.join("ck.img");
-    backing(&img, DEV_SIZE);
-    let eng = engine(&img, &random_key(), 4096, false);
-    let eng = Arc::new(
-        Arc::try_unwrap(eng)
-            .unwrap_or_else(|_| unreachable!())
-            .with_parallelism(ParallelConfig {
-                mode: split,
-                ..ParallelConfig::default()
-            }),
-    );
-    let ck_mnt = dir.sub("ck");
-    let o = opts(false, false);
-    let _fuse = FuseGuard(Some(
-        mount_block_file_with(eng.clone(), &ck_mnt, &o, tuning).expect("mount"),
-    ));
-    let ck_dev = LoopDev::attach(&cryptkeep_fuse::block_file_path(&ck_mnt, &o));
+    // cryptkeep: FUSE block files over images on tmpfs, one per configuration.
+    let mut fuses = Vec::new();
+    let mut devs = Vec::new();
+    let mut names = Vec::new();
+    for (i, cfg) in cfgs.iter().enumerate() {
+        let img = tmpfs.join(format!("ck{i}.img"));
+        backing(&img, DEV_SIZE);
+        let eng = engine(&img, &random_key(), 4096, false);
+        let eng = Arc::new(
+            Arc::try_unwrap(eng)
+                .unwrap_or_else(|_| unreachable!())
+                .with_parallelism(ParallelConfig {
+                    mode: cfg.split,
+                    ..ParallelConfig::default()
+                }),
+        );
+        let mnt = dir.sub(&format!("ck{i}"));
+        let o = opts(false, false);
+        fuses.push(FuseGuard(Some(
+            mount_block_file_with(eng, &mnt, &o, cfg.tuning).expect("mount"),
+        )));
+        let dev = LoopDev::attach(&cryptkeep_fuse::block_file_path(&mnt, &o));
+        assert!(dev.direct_io(), "loop device without direct I/O");
+        devs.push(dev);
+        names.push(format!(
+            "cryptkeep ({} threads, {:?} split, max_bg {})",
+            cfg.tuning.threads, cfg.split, cfg.tuning.max_background
+        ));
+    }
 
     // bindfs: plain passthrough of a file on the same tmpfs.
     let plain = tmpfs.join("plain");
@@ -141,33 +173,38 @@ fn bench_fio_fuse_vs_bindfs() {
     }
     let _bind = FuseUnmount(bind_mnt.to_str().unwrap().to_string());
     let bind_dev = LoopDev::attach(&bind_mnt.join("file"));
-    println!(
-        "loop dio: cryptkeep {} bindfs {}; tuning {tuning:?}; split {split:?}",
-        ck_dev.direct_io(),
-        bind_dev.direct_io()
+    assert!(
+        bind_dev.direct_io(),
+        "bindfs loop device without direct I/O"
     );
+    names.push("bindfs passthrough".into());
 
-    let mut res: [[Vec<f64>; 2]; 2] = Default::default();
+    let all: Vec<&LoopDev> = devs.iter().chain(std::iter::once(&bind_dev)).collect();
+    let mut res = vec![[Vec::new(), Vec::new()]; all.len()];
     for _ in 0..reps {
-        for (t, dev) in [&ck_dev, &bind_dev].iter().enumerate() {
+        for (t, dev) in all.iter().enumerate() {
             res[t][0].push(fio(&dev.0, "write"));
             res[t][1].push(fio(&dev.0, "read"));
         }
     }
-    let names = ["cryptkeep", "bindfs"];
-    println!("| target | fio seq write [MiB/s] | fio seq read [MiB/s] |");
-    println!("|---|---|---|");
-    let mut med = [[0.0; 2]; 2];
-    for t in 0..2 {
-        med[t] = [median(&mut res[t][0]), median(&mut res[t][1])];
-        println!("| {} | {:.0} | {:.0} |", names[t], med[t][0], med[t][1]);
+    println!("| target | fio seq write [MiB/s] | fio seq read [MiB/s] | write / bindfs | read / bindfs |");
+    println!("|---|---|---|---|---|");
+    let meds: Vec<[f64; 2]> = res
+        .iter_mut()
+        .map(|r| [median(&mut r[0]), median(&mut r[1])])
+        .collect();
+    let b = meds[meds.len() - 1];
+    for (name, m) in names.iter().zip(&meds) {
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.2}x | {:.2}x |",
+            m[0],
+            m[1],
+            m[0] / b[0],
+            m[1] / b[1]
+        );
     }
-    println!(
-        "| cryptkeep / bindfs | {:.2}x | {:.2}x |",
-        med[0][0] / med[1][0],
-        med[0][1] / med[1][1]
-    );
-    println!("(medians of {reps} interleaved runs, all samples: {res:?})");
+    println!("(medians of {reps} interleaved runs; all samples {res:.0?})");
     drop(bind_dev);
-    drop(ck_dev);
+    drop(devs);
+    drop(fuses);
 }

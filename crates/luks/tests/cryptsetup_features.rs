@@ -54,6 +54,7 @@ fn larger_metadata_and_small_keyslots_area() {
     let dump = cryptsetup_ok(&["luksDump", s(&img)]);
     assert_eq!(dump_field(&dump, "Metadata area:"), "65536");
     assert_eq!(dump_field(&dump, "Label:"), "big");
+    assert_eq!(Luks::load(&f).unwrap().luks.dump(), dump);
     // 2 MiB of keyslots area holds 8 areas of 258048 bytes: the 9th does not fit.
     let mut l = Luks::load(&f).unwrap().luks;
     for _ in 2..8 {
@@ -157,6 +158,8 @@ fn tokens_survive_our_writes_and_follow_keyslot_removal() {
     let after: serde_json::Value = serde_json::from_str(&export()).unwrap();
     assert_eq!(after["keyslots"], serde_json::json!(["1"]));
     assert_eq!(after["acme-blob"], "AAEC");
+    let l = Luks::load(&f).unwrap().luks;
+    assert_eq!(l.dump(), cryptsetup_ok(&["luksDump", s(&img)]));
     assert!(test_passphrase(&img, &k1, None, None));
 }
 

@@ -155,6 +155,9 @@ fn luks2_generators() -> Vec<Gen> {
         json_gen("missing section", "missing 'digests'", |v| {
             v.as_object_mut().unwrap().remove("digests");
         }),
+        json_gen("argon2 memory absurd", "kdf.memory 4294967295 KiB", |v| {
+            v["keyslots"]["0"]["kdf"] = serde_json::json!({"type": "argon2id", "time": 4, "memory": 4294967295u32, "cpus": 1, "salt": "uuBXm6q5t+Eyt4m+MPEqFTHA1+YmDk4w3DQppBLXuSM="})
+        }),
         json_gen("kdf salt length", "kdf.salt is 3 bytes", |v| {
             v["keyslots"]["0"]["kdf"]["salt"] = "YWJj".into()
         }),

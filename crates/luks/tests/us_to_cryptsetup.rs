@@ -129,3 +129,25 @@ fn defaults_match_cryptsetup_layout() {
     let dump = cryptsetup_ok(&["luksDump", s(&img1)]);
     assert_eq!(dump_field(&dump, "Payload offset:"), "4096");
 }
+
+/// Non-default LUKS2 metadata and keyslots sizes, read by cryptsetup.
+#[test]
+fn v2_custom_metadata_and_keyslots_size() {
+    let dir = TempDir::new("us2cs-md");
+    let img = sparse(&dir.path("img"), 8);
+    let kf = keyfile(&dir, "key", b"pw");
+    let key = random_key(64);
+    let mut o = opts(LuksVersion::V2, "aes-xts-plain64", 64, 4096);
+    o.luks2_metadata_size = Some(65536);
+    o.luks2_keyslots_size = Some(2 << 20);
+    let f = open_rw(&img);
+    let l = Luks::format(&f, &o, &key, b"pw", &pbkdf2(), Backend::default()).unwrap();
+    assert_eq!(l.data_offset(), 3 << 20);
+    let dump = cryptsetup_ok(&["luksDump", s(&img)]);
+    assert_eq!(dump_field(&dump, "Metadata area:"), "65536");
+    assert_eq!(dump_field(&dump, "Keyslots area:"), "2097152");
+    assert_eq!(dump_field(&dump, "offset:"), "3145728");
+    assert_eq!(dump_field(&dump, "Area offset:"), "131072");
+    assert!(test_passphrase(&img, &kf, None, None));
+    assert_eq!(dump_volume_key(&img, &kf, None), key);
+}

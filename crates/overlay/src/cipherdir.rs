@@ -65,8 +65,17 @@ impl CipherDir {
     }
 
     /// Builds the ciphers for `config` and `mk` on `backend`.
-    pub fn from_parts(root: &Path, config: Config, mk: &MasterKey, backend: Backend) -> Result<CipherDir> {
-        let content = ContentCipher::new(config.content_alg(), content_key(mk, &config)?.as_slice(), backend)?;
+    pub fn from_parts(
+        root: &Path,
+        config: Config,
+        mk: &MasterKey,
+        backend: Backend,
+    ) -> Result<CipherDir> {
+        let content = ContentCipher::new(
+            config.content_alg(),
+            content_key(mk, &config)?.as_slice(),
+            backend,
+        )?;
         let names = NameCipher::new(&config, name_key(mk, &config)?.as_slice())?;
         Ok(CipherDir {
             root: root.to_path_buf(),
@@ -80,14 +89,23 @@ impl CipherDir {
     /// empty): `gocryptfs.conf` with a new random master key wrapped by
     /// `password`, and the root `gocryptfs.diriv` when names use DirIV.
     /// Returns the opened directory and the master key (for the user to note).
-    pub fn init(root: &Path, password: &[u8], opts: &InitOptions) -> Result<(CipherDir, MasterKey)> {
+    pub fn init(
+        root: &Path,
+        password: &[u8],
+        opts: &InitOptions,
+    ) -> Result<(CipherDir, MasterKey)> {
         let mk = MasterKey::random()?;
         let cd = CipherDir::init_with_key(root, password, opts, &mk)?;
         Ok((cd, mk))
     }
 
     /// [`CipherDir::init`] with a given master key.
-    pub fn init_with_key(root: &Path, password: &[u8], opts: &InitOptions, mk: &MasterKey) -> Result<CipherDir> {
+    pub fn init_with_key(
+        root: &Path,
+        password: &[u8],
+        opts: &InitOptions,
+        mk: &MasterKey,
+    ) -> Result<CipherDir> {
         std::fs::create_dir_all(root).map_err(|e| Error::io("create", root, e))?;
         let mut it = std::fs::read_dir(root).map_err(|e| Error::io("read", root, e))?;
         if it.next().is_some() {
@@ -213,7 +231,8 @@ impl CipherDir {
             .mode(LONGNAME_FILE_MODE)
             .open(&p)
             .map_err(|e| Error::io("create", &p, e))?;
-        f.write_all(long.as_bytes()).map_err(|e| Error::io("write", &p, e))
+        f.write_all(long.as_bytes())
+            .map_err(|e| Error::io("write", &p, e))
     }
 
     /// Maps a relative plaintext path to the absolute cipher path (reading

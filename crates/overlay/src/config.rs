@@ -40,7 +40,9 @@ pub(crate) mod b64_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let s = Option::<String>::deserialize(d)?.unwrap_or_default();
-        STANDARD.decode(s.as_bytes()).map_err(serde::de::Error::custom)
+        STANDARD
+            .decode(s.as_bytes())
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -161,11 +163,10 @@ impl Config {
             }
         }
         let c = Config { json, flags };
-        c.validate()
-            .map_err(|detail| Error::ConfigUnsupported {
-                path: path.to_path_buf(),
-                detail,
-            })?;
+        c.validate().map_err(|detail| Error::ConfigUnsupported {
+            path: path.to_path_buf(),
+            detail,
+        })?;
         Ok(c)
     }
 
@@ -234,7 +235,11 @@ impl Config {
             ));
         }
         self.json.scrypt.validate()?;
-        let (xchacha, siv, iv128) = (self.has(F::XChaCha20Poly1305), self.has(F::AESSIV), self.has(F::GCMIV128));
+        let (xchacha, siv, iv128) = (
+            self.has(F::XChaCha20Poly1305),
+            self.has(F::AESSIV),
+            self.has(F::GCMIV128),
+        );
         if xchacha && siv {
             return Err("both XChaCha20Poly1305 and AESSIV are set".into());
         }
@@ -248,31 +253,39 @@ impl Config {
             return Err("XChaCha20Poly1305 requires the HKDF flag".into());
         }
         if !xchacha && !siv && !iv128 {
-            return Err("AES-GCM without GCMIV128 (96-bit IVs, gocryptfs before 1.0) is not supported".into());
+            return Err(
+                "AES-GCM without GCMIV128 (96-bit IVs, gocryptfs before 1.0) is not supported"
+                    .into(),
+            );
         }
         if self.has(F::PlaintextNames) {
-            for f in [F::EMENames, F::DirIV, F::LongNames, F::Raw64, F::LongNameMax] {
+            for f in [
+                F::EMENames,
+                F::DirIV,
+                F::LongNames,
+                F::Raw64,
+                F::LongNameMax,
+            ] {
                 if self.has(f) {
                     return Err(format!("PlaintextNames conflicts with {f}"));
                 }
             }
         } else if !self.has(F::EMENames) {
-            return Err("encrypted names without EMENames (gocryptfs before 1.0) are not supported".into());
+            return Err(
+                "encrypted names without EMENames (gocryptfs before 1.0) are not supported".into(),
+            );
         }
         let lnm = self.json.long_name_max;
         if lnm != 0 && !self.has(F::LongNameMax) {
-            return Err(format!("LongNameMax={lnm} but the LongNameMax flag is not set"));
+            return Err(format!(
+                "LongNameMax={lnm} but the LongNameMax flag is not set"
+            ));
         }
         if lnm == 0 && self.has(F::LongNameMax) {
             return Err("the LongNameMax flag is set but LongNameMax is 0".into());
         }
         if lnm != 0 && lnm < LONG_NAME_MAX_MIN {
             return Err(format!("LongNameMax={lnm} is below {LONG_NAME_MAX_MIN}"));
-        }
-        if self.has(F::FIDO2) {
-            return Err("FIDO2-protected file systems are not supported (the master key needs the token); \
-                        mount with the master key instead"
-                .into());
         }
         if self.json.encrypted_key.len() != self.key_nonce_len() + MASTER_KEY_LEN + 16 {
             return Err(format!(
@@ -295,6 +308,14 @@ impl Config {
     /// Unwraps the master key with `password`. A wrong password (or an
     /// altered `EncryptedKey`) gives [`Error::WrongPassword`].
     pub fn unlock(&self, password: &[u8], path: &Path) -> Result<MasterKey> {
+        if self.has(FeatureFlag::FIDO2) {
+            return Err(Error::ConfigUnsupported {
+                path: path.to_path_buf(),
+                detail: "the master key is wrapped with a FIDO2 token, which is not supported; \
+                         open it with the master key instead"
+                    .into(),
+            });
+        }
         let kek = self.json.scrypt.derive(password)?;
         let aead = key_wrapper(&kek, self.has(FeatureFlag::HKDF))?;
         let (nonce, sealed) = self.json.encrypted_key.split_at(self.key_nonce_len());
@@ -310,7 +331,9 @@ impl Config {
     pub fn create(opts: &InitOptions, master: &MasterKey, password: &[u8]) -> Result<Config> {
         use FeatureFlag as F;
         if opts.aessiv && opts.xchacha {
-            return Err(Error::InvalidArgument("choose AES-SIV or XChaCha20-Poly1305, not both".into()));
+            return Err(Error::InvalidArgument(
+                "choose AES-SIV or XChaCha20-Poly1305, not both".into(),
+            ));
         }
         if opts.long_name_max < LONG_NAME_MAX_MIN {
             return Err(Error::InvalidArgument(format!(
@@ -320,7 +343,11 @@ impl Config {
         }
         // Flag order as gocryptfs 2.3 writes it.
         let mut flags = vec![F::HKDF];
-        flags.push(if opts.xchacha { F::XChaCha20Poly1305 } else { F::GCMIV128 });
+        flags.push(if opts.xchacha {
+            F::XChaCha20Poly1305
+        } else {
+            F::GCMIV128
+        });
         let mut long_name_max = 0;
         if opts.plaintext_names {
             flags.push(F::PlaintextNames);
@@ -354,7 +381,12 @@ impl Config {
 
     /// Re-wraps `master` with `password` under fresh scrypt parameters
     /// (`gocryptfs -passwd`).
-    pub fn set_password(&mut self, master: &MasterKey, password: &[u8], scrypt_log_n: u8) -> Result<()> {
+    pub fn set_password(
+        &mut self,
+        master: &MasterKey,
+        password: &[u8],
+        scrypt_log_n: u8,
+    ) -> Result<()> {
         let scrypt = ScryptParams::new(scrypt_log_n)?;
         let kek = scrypt.derive(password)?;
         let hkdf = self.has(FeatureFlag::HKDF);
@@ -408,7 +440,10 @@ impl Config {
 }
 
 /// The AES-256-GCM instance that wraps the master key.
-fn key_wrapper(kek: &cryptkeep_crypto::SecretBytes, hkdf: bool) -> Result<Box<dyn cryptkeep_crypto::aead::Aead>> {
+fn key_wrapper(
+    kek: &cryptkeep_crypto::SecretBytes,
+    hkdf: bool,
+) -> Result<Box<dyn cryptkeep_crypto::aead::Aead>> {
     if kek.len() != 32 {
         return Err(Error::InvalidArgument(format!(
             "scrypt KeyLen {} (gocryptfs uses 32)",
@@ -420,5 +455,19 @@ fn key_wrapper(kek: &cryptkeep_crypto::SecretBytes, hkdf: bool) -> Result<Box<dy
     } else {
         kek.clone()
     };
-    Ok(new_aead(AeadAlg::Aes256Gcm, key.as_slice(), Backend::default())?)
+    Ok(new_aead(
+        AeadAlg::Aes256Gcm,
+        key.as_slice(),
+        Backend::default(),
+    )?)
+}
+
+/// Changes the password of the config at `path` (`gocryptfs -passwd`):
+/// unlocks with `old`, re-wraps the same master key with `new` under fresh
+/// scrypt parameters (`scrypt_log_n`) and replaces the file atomically.
+pub fn change_password(path: &Path, old: &[u8], new: &[u8], scrypt_log_n: u8) -> Result<()> {
+    let mut cfg = Config::load(path)?;
+    let mk = cfg.unlock(old, path)?;
+    cfg.set_password(&mk, new, scrypt_log_n)?;
+    cfg.save(path)
 }

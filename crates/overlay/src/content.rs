@@ -120,14 +120,21 @@ impl ContentCipher {
         }
         let (n_out, rest) = self.split_out(plaintext, out)?;
         if nonce.len() != n_out.len() {
-            return Err(Error::InvalidArgument(format!("nonce of {} bytes", nonce.len())));
+            return Err(Error::InvalidArgument(format!(
+                "nonce of {} bytes",
+                nonce.len()
+            )));
         }
         n_out.copy_from_slice(nonce);
         let (ad, n) = assoc_data(block_no, file_id);
         Ok(self.aead.seal(nonce, &ad[..n], plaintext, rest)?)
     }
 
-    fn split_out<'a>(&self, plaintext: &[u8], out: &'a mut [u8]) -> Result<(&'a mut [u8], &'a mut [u8])> {
+    fn split_out<'a>(
+        &self,
+        plaintext: &[u8],
+        out: &'a mut [u8],
+    ) -> Result<(&'a mut [u8], &'a mut [u8])> {
         if plaintext.is_empty() || plaintext.len() > PLAIN_BS {
             return Err(Error::InvalidArgument(format!(
                 "a content block holds 1..={PLAIN_BS} bytes, got {}",
@@ -145,7 +152,12 @@ impl ContentCipher {
     }
 
     /// Seals one block bound to `file_id` into a new vector.
-    pub fn encrypt_block(&self, block_no: u64, file_id: &FileId, plaintext: &[u8]) -> Result<Vec<u8>> {
+    pub fn encrypt_block(
+        &self,
+        block_no: u64,
+        file_id: &FileId,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>> {
         if plaintext.is_empty() {
             return Ok(Vec::new());
         }
@@ -189,12 +201,19 @@ impl ContentCipher {
         let n = sealed.len() - TAG_LEN;
         let o = out.get_mut(..n).ok_or_else(|| short_buf(n))?;
         let (ad, adn) = assoc_data(block_no, file_id);
-        self.aead.open(nonce, &ad[..adn], sealed, o).map_err(|_| auth())?;
+        self.aead
+            .open(nonce, &ad[..adn], sealed, o)
+            .map_err(|_| auth())?;
         Ok(n)
     }
 
     /// Opens one block bound to `file_id` into a new vector.
-    pub fn decrypt_block(&self, block_no: u64, file_id: &FileId, ciphertext: &[u8]) -> Result<Vec<u8>> {
+    pub fn decrypt_block(
+        &self,
+        block_no: u64,
+        file_id: &FileId,
+        ciphertext: &[u8],
+    ) -> Result<Vec<u8>> {
         let mut out = vec![0u8; PLAIN_BS.max(ciphertext.len())];
         let n = self.decrypt_block_into(block_no, Some(file_id), ciphertext, &mut out)?;
         out.truncate(n);
@@ -203,13 +222,23 @@ impl ContentCipher {
 
     /// Seals consecutive plaintext blocks starting at `first_block` (the last
     /// one may be partial) and returns the concatenated cipher blocks.
-    pub fn encrypt_blocks(&self, first_block: u64, file_id: &FileId, plaintext: &[u8]) -> Result<Vec<u8>> {
+    pub fn encrypt_blocks(
+        &self,
+        first_block: u64,
+        file_id: &FileId,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>> {
         let nblocks = plaintext.len().div_ceil(PLAIN_BS);
         let mut out = vec![0u8; plaintext.len() + nblocks * self.block_overhead()];
         let mut pos = 0;
         for (i, chunk) in plaintext.chunks(PLAIN_BS).enumerate() {
             let len = chunk.len() + self.block_overhead();
-            self.encrypt_block_into(first_block + i as u64, Some(file_id), chunk, &mut out[pos..pos + len])?;
+            self.encrypt_block_into(
+                first_block + i as u64,
+                Some(file_id),
+                chunk,
+                &mut out[pos..pos + len],
+            )?;
             pos += len;
         }
         Ok(out)
@@ -217,11 +246,21 @@ impl ContentCipher {
 
     /// Opens consecutive cipher blocks starting at `first_block`; the error
     /// names the first block that fails.
-    pub fn decrypt_blocks(&self, first_block: u64, file_id: &FileId, ciphertext: &[u8]) -> Result<Vec<u8>> {
+    pub fn decrypt_blocks(
+        &self,
+        first_block: u64,
+        file_id: &FileId,
+        ciphertext: &[u8],
+    ) -> Result<Vec<u8>> {
         let mut out = vec![0u8; ciphertext.len().div_ceil(self.cipher_bs()) * PLAIN_BS];
         let mut pos = 0;
         for (i, chunk) in ciphertext.chunks(self.cipher_bs()).enumerate() {
-            pos += self.decrypt_block_into(first_block + i as u64, Some(file_id), chunk, &mut out[pos..])?;
+            pos += self.decrypt_block_into(
+                first_block + i as u64,
+                Some(file_id),
+                chunk,
+                &mut out[pos..],
+            )?;
         }
         out.truncate(pos);
         Ok(out)
@@ -251,7 +290,10 @@ impl ContentCipher {
             }
             return Err(Error::BadHeader {
                 path: None,
-                detail: format!("file of {} bytes is shorter than the header", ciphertext.len()),
+                detail: format!(
+                    "file of {} bytes is shorter than the header",
+                    ciphertext.len()
+                ),
             });
         }
         let h = FileHeader::parse(&ciphertext[..HEADER_LEN])?;
@@ -274,7 +316,10 @@ impl ContentCipher {
         let mut out = vec![0u8; PLAIN_BS.max(ciphertext.len())];
         let n = self
             .decrypt_block_into(0, None, ciphertext, &mut out)
-            .map_err(|_| Error::Auth { path: None, block: None })?;
+            .map_err(|_| Error::Auth {
+                path: None,
+                block: None,
+            })?;
         out.truncate(n);
         Ok(out)
     }
@@ -330,7 +375,8 @@ mod tests {
     #[test]
     fn sizes_match_the_format_document() {
         let gcm = ContentCipher::new(ContentAlg::AesGcm, &[1u8; 32], Backend::Portable).unwrap();
-        let x = ContentCipher::new(ContentAlg::XChaCha20Poly1305, &[1u8; 32], Backend::Portable).unwrap();
+        let x = ContentCipher::new(ContentAlg::XChaCha20Poly1305, &[1u8; 32], Backend::Portable)
+            .unwrap();
         assert_eq!(gcm.cipher_bs(), 4128);
         assert_eq!(x.cipher_bs(), 4136);
         assert_eq!(gcm.cipher_size(0), 0);
@@ -415,11 +461,15 @@ mod tests {
     fn nonces_only_chosen_for_siv() {
         let gcm = ContentCipher::new(ContentAlg::AesGcm, &[1u8; 32], Backend::Portable).unwrap();
         let mut out = vec![0u8; 1 + 32];
-        assert!(gcm.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out).is_err());
+        assert!(gcm
+            .encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out)
+            .is_err());
         let siv = ContentCipher::new(ContentAlg::AesSiv, &[1u8; 64], Backend::Portable).unwrap();
-        siv.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out).unwrap();
+        siv.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out)
+            .unwrap();
         let mut out2 = vec![0u8; 33];
-        siv.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out2).unwrap();
+        siv.encrypt_block_with_nonce(0, None, &[1; 16], &[0], &mut out2)
+            .unwrap();
         assert_eq!(out, out2);
     }
 }

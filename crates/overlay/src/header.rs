@@ -31,7 +31,10 @@ impl FileHeader {
     /// Parses 18 bytes; rejects other lengths, versions other than 2, an
     /// all-zero header and an all-zero file ID (as gocryptfs does).
     pub fn parse(buf: &[u8]) -> Result<FileHeader> {
-        let bad = |d: String| Error::BadHeader { path: None, detail: d };
+        let bad = |d: String| Error::BadHeader {
+            path: None,
+            detail: d,
+        };
         if buf.len() != HEADER_LEN {
             return Err(bad(format!("{} bytes, expected {HEADER_LEN}", buf.len())));
         }

@@ -101,7 +101,10 @@ impl ScryptParams {
         }
         let mem = u128::from(self.r) * u128::from(self.n) * 128;
         if mem > 4 << 30 {
-            return Err(format!("scrypt N={} R={} would need {mem} bytes of memory", self.n, self.r));
+            return Err(format!(
+                "scrypt N={} R={} would need {mem} bytes of memory",
+                self.n, self.r
+            ));
         }
         Ok(())
     }

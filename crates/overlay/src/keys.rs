@@ -2,7 +2,7 @@
 //! (`cryptocore.New`): with the HKDF flag, HKDF-SHA256 per purpose; without
 //! it, the master key itself (GCM, EME) or SHA-512 of it (AES-SIV).
 
-use crate::config::{ContentAlg, Config};
+use crate::config::{Config, ContentAlg};
 use crate::error::{Error, Result};
 use crate::flags::FeatureFlag;
 use crate::kdf::{
@@ -65,7 +65,12 @@ impl MasterKey {
 
     /// gocryptfs's display form: 8 groups of 8 hex digits joined by dashes.
     pub fn to_display_hex(&self) -> String {
-        let hex: String = self.0.as_slice().iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = self
+            .0
+            .as_slice()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         hex.as_bytes()
             .chunks(8)
             .map(|c| String::from_utf8_lossy(c).into_owned())
@@ -92,7 +97,9 @@ pub(crate) fn content_key(mk: &MasterKey, cfg: &Config) -> Result<SecretBytes> {
         (ContentAlg::AesGcm, true) => hkdf_derive(mk.as_bytes(), HKDF_INFO_GCM_CONTENT, 32)?,
         (ContentAlg::AesGcm, false) => mk.0.clone(),
         (ContentAlg::AesSiv, true) => hkdf_derive(mk.as_bytes(), HKDF_INFO_SIV_CONTENT, 64)?,
-        (ContentAlg::AesSiv, false) => SecretBytes::from_vec(Sha512::digest(mk.as_bytes()).to_vec()),
+        (ContentAlg::AesSiv, false) => {
+            SecretBytes::from_vec(Sha512::digest(mk.as_bytes()).to_vec())
+        }
         (ContentAlg::XChaCha20Poly1305, _) => {
             hkdf_derive(mk.as_bytes(), HKDF_INFO_XCHACHA_CONTENT, 32)?
         }

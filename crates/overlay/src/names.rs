@@ -96,7 +96,11 @@ pub struct NameCipher {
 
 impl std::fmt::Debug for NameCipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NameCipher({:?}, raw64={}, long>{})", self.mode, self.raw64, self.long_name_max)
+        write!(
+            f,
+            "NameCipher({:?}, raw64={}, long>{})",
+            self.mode, self.raw64, self.long_name_max
+        )
     }
 }
 
@@ -158,8 +162,13 @@ impl NameCipher {
         if cipher.contains(['\r', '\n']) {
             return Err(bad("contains CR or LF"));
         }
-        let mut bin = self.b64_decode(cipher).ok_or_else(|| bad("not valid base64url"))?;
-        if bin.is_empty() || bin.len() % 16 != 0 || bin.len() > 16 * cryptkeep_crypto::eme::MAX_BLOCKS {
+        let mut bin = self
+            .b64_decode(cipher)
+            .ok_or_else(|| bad("not valid base64url"))?;
+        if bin.is_empty()
+            || bin.len() / 16 * 16 != bin.len()
+            || bin.len() > 16 * cryptkeep_crypto::eme::MAX_BLOCKS
+        {
             return Err(bad("decoded length is not a multiple of 16"));
         }
         self.eme.decrypt(iv, &mut bin)?;
@@ -167,7 +176,10 @@ impl NameCipher {
         if pad == 0 || pad > 16 || pad >= bin.len() {
             return Err(bad("bad padding (wrong directory IV or key?)"));
         }
-        if bin[bin.len() - pad..].iter().any(|&b| usize::from(b) != pad) {
+        if bin[bin.len() - pad..]
+            .iter()
+            .any(|&b| usize::from(b) != pad)
+        {
             return Err(bad("bad padding (wrong directory IV or key?)"));
         }
         bin.truncate(bin.len() - pad);
@@ -206,7 +218,10 @@ impl NameCipher {
 
     /// `gocryptfs.longname.` + base64url(SHA-256(encrypted name)).
     pub fn hash_long_name(&self, full: &str) -> String {
-        format!("{LONGNAME_PREFIX}{}", self.b64_encode(&Sha256::digest(full.as_bytes())))
+        format!(
+            "{LONGNAME_PREFIX}{}",
+            self.b64_encode(&Sha256::digest(full.as_bytes()))
+        )
     }
 
     /// Decrypts an encrypted (not hashed) name; the result is a valid name.
@@ -247,7 +262,10 @@ impl NameCipher {
                 detail: "xattr names are non-empty and have no NUL",
             });
         }
-        Ok(format!("{XATTR_STORE_PREFIX}{}", self.encrypt_raw(name, XATTR_NAME_IV)?))
+        Ok(format!(
+            "{XATTR_STORE_PREFIX}{}",
+            self.encrypt_raw(name, XATTR_NAME_IV)?
+        ))
     }
 
     /// The plaintext name of a stored xattr, or `None` if it is not one of
@@ -275,7 +293,15 @@ mod tests {
 
     fn cipher(opts: InitOptions) -> NameCipher {
         let mk = MasterKey::from_bytes(&[0u8; 32]).unwrap();
-        let cfg = Config::create(&InitOptions { scrypt_log_n: 10, ..opts }, &mk, b"x").unwrap();
+        let cfg = Config::create(
+            &InitOptions {
+                scrypt_log_n: 10,
+                ..opts
+            },
+            &mk,
+            b"x",
+        )
+        .unwrap();
         NameCipher::new(&cfg, crate::keys::name_key(&mk, &cfg).unwrap().as_slice()).unwrap()
     }
 
@@ -323,7 +349,11 @@ mod tests {
             long_name_max: 100,
             ..InitOptions::default()
         });
-        assert!(n.encrypt_and_hash(&[b'a'; 80], &DirIv([1; 16])).unwrap().long.is_some());
+        assert!(n
+            .encrypt_and_hash(&[b'a'; 80], &DirIv([1; 16]))
+            .unwrap()
+            .long
+            .is_some());
         let p = cipher(InitOptions {
             plaintext_names: true,
             ..InitOptions::default()

@@ -52,7 +52,14 @@ pub fn set_times(p: &Path, atime: (i64, i64), mtime: (i64, i64)) -> io::Result<(
     ];
     // SAFETY: `c` is a NUL-terminated path and `ts` two valid timespecs, both
     // alive for the call.
-    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -87,11 +94,13 @@ pub fn list_xattrs(p: &Path) -> io::Result<Vec<OsString>> {
 /// The value of xattr `name` of `p` itself.
 pub fn get_xattr(p: &Path, name: &OsStr) -> io::Result<Vec<u8>> {
     let c = cpath(p)?;
-    let n = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let n =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let mut buf = vec![0u8; 4096];
     loop {
         // SAFETY: both strings are NUL-terminated; `buf` is writable for its length.
-        let r = unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        let r =
+            unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if r >= 0 {
             buf.truncate(r as usize);
             return Ok(buf);
@@ -108,9 +117,18 @@ pub fn get_xattr(p: &Path, name: &OsStr) -> io::Result<Vec<u8>> {
 /// Sets xattr `name` of `p` itself to `value`.
 pub fn set_xattr(p: &Path, name: &OsStr, value: &[u8]) -> io::Result<()> {
     let c = cpath(p)?;
-    let n = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let n =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: both strings are NUL-terminated; `value` is readable for its length.
-    let r = unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    let r = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }

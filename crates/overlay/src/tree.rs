@@ -53,7 +53,8 @@ fn apply_meta(p: &Path, m: &Metadata) -> Result<()> {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m.mode() & 0o7777))
             .map_err(io("chmod", p))?;
     }
-    sys::set_times(p, (m.atime(), m.atime_nsec()), (m.mtime(), m.mtime_nsec())).map_err(io("set times on", p))
+    sys::set_times(p, (m.atime(), m.atime_nsec()), (m.mtime(), m.mtime_nsec()))
+        .map_err(io("set times on", p))
 }
 
 /// Creates a FIFO/socket/device node like the one `m` describes.
@@ -77,7 +78,13 @@ impl CipherDir {
         Ok(st)
     }
 
-    fn decrypt_dir(&self, cdir: &Path, pdir: &Path, st: &mut TreeStats, links: &mut Links) -> Result<()> {
+    fn decrypt_dir(
+        &self,
+        cdir: &Path,
+        pdir: &Path,
+        st: &mut TreeStats,
+        links: &mut Links,
+    ) -> Result<()> {
         for e in self.list_dir(cdir)? {
             let cp = cdir.join(&e.cipher);
             let pp = pdir.join(&e.plain);
@@ -85,7 +92,8 @@ impl CipherDir {
             let t = m.file_type();
             if t.is_dir() {
                 std::fs::create_dir(&pp).map_err(io("create", &pp))?;
-                std::fs::set_permissions(&pp, std::fs::Permissions::from_mode(0o700)).map_err(io("chmod", &pp))?;
+                std::fs::set_permissions(&pp, std::fs::Permissions::from_mode(0o700))
+                    .map_err(io("chmod", &pp))?;
                 st.dirs += 1;
                 self.decrypt_dir(&cp, &pp, st, links)?;
             } else if t.is_file() {
@@ -124,7 +132,8 @@ impl CipherDir {
             };
             let v = sys::get_xattr(cp, &name).map_err(io("read xattr of", cp))?;
             let pv = self.decrypt_xattr_value(&v).map_err(|e| e.at(cp))?;
-            sys::set_xattr(pp, OsStr::from_bytes(&plain_name), &pv).map_err(io("set xattr on", pp))?;
+            sys::set_xattr(pp, OsStr::from_bytes(&plain_name), &pv)
+                .map_err(io("set xattr on", pp))?;
         }
         Ok(())
     }
@@ -158,7 +167,8 @@ impl CipherDir {
                     let pn = c
                         .decrypt_block_into(block, Some(&header.id), chunk, &mut pbuf)
                         .map_err(|e| e.at(src))?;
-                    out.write_all_at(&pbuf[..pn], block * PLAIN_BS as u64).map_err(io("write", dst))?;
+                    out.write_all_at(&pbuf[..pn], block * PLAIN_BS as u64)
+                        .map_err(io("write", dst))?;
                 }
                 block += 1;
             }
@@ -179,7 +189,13 @@ impl CipherDir {
         Ok(st)
     }
 
-    fn encrypt_dir(&self, pdir: &Path, cdir: &Path, st: &mut TreeStats, links: &mut Links) -> Result<()> {
+    fn encrypt_dir(
+        &self,
+        pdir: &Path,
+        cdir: &Path,
+        st: &mut TreeStats,
+        links: &mut Links,
+    ) -> Result<()> {
         let iv = self.dir_iv(cdir)?;
         let mut entries: Vec<_> = std::fs::read_dir(pdir)
             .map_err(io("read", pdir))?
@@ -201,7 +217,8 @@ impl CipherDir {
             let t = m.file_type();
             if t.is_dir() {
                 std::fs::create_dir(&cp).map_err(io("create", &cp))?;
-                std::fs::set_permissions(&cp, std::fs::Permissions::from_mode(0o700)).map_err(io("chmod", &cp))?;
+                std::fs::set_permissions(&cp, std::fs::Permissions::from_mode(0o700))
+                    .map_err(io("chmod", &cp))?;
                 self.init_dir(&cp)?;
                 st.dirs += 1;
                 self.encrypt_dir(&pp, &cp, st, links)?;
@@ -260,7 +277,8 @@ impl CipherDir {
         }
         let data = data_ranges(&f, size);
         let header = FileHeader::random()?;
-        out.write_all_at(&header.to_bytes(), 0).map_err(io("write", dst))?;
+        out.write_all_at(&header.to_bytes(), 0)
+            .map_err(io("write", dst))?;
         let c = self.content();
         let cbs = c.cipher_bs() as u64;
         let nblocks = size.div_ceil(PLAIN_BS as u64);
@@ -271,12 +289,18 @@ impl CipherDir {
             let off = block * PLAIN_BS as u64;
             let n = read_full(&f, &mut pbuf, off).map_err(io("read", src))?;
             if n == 0 {
-                return Err(Error::io("read", src, std::io::ErrorKind::UnexpectedEof.into()));
+                return Err(Error::io(
+                    "read",
+                    src,
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                ));
             }
             for chunk in pbuf[..n].chunks(PLAIN_BS) {
                 let start = block * PLAIN_BS as u64;
                 let hole = block + 1 < nblocks
-                    && !data.iter().any(|&(a, b)| a < start + PLAIN_BS as u64 && b > start);
+                    && !data
+                        .iter()
+                        .any(|&(a, b)| a < start + PLAIN_BS as u64 && b > start);
                 if !hole {
                     let clen = chunk.len() + c.block_overhead();
                     c.encrypt_block_into(block, Some(&header.id), chunk, &mut cbuf[..clen])?;
@@ -286,7 +310,8 @@ impl CipherDir {
                 block += 1;
             }
         }
-        out.set_len(c.cipher_size(size)).map_err(io("truncate", dst))?;
+        out.set_len(c.cipher_size(size))
+            .map_err(io("truncate", dst))?;
         Ok(size)
     }
 }

@@ -13,7 +13,10 @@
 //!   per-thread scratch buffer, never into the caller's buffer; reads stop
 //!   short at the end of the volume, writes past it fail; read-only volumes
 //!   refuse writes; [`Engine::discard`] punches holes for whole sectors;
-//!   [`Engine::flush`] is `fdatasync`.
+//!   [`Engine::write_zeroes`] writes encrypted zeros; [`Engine::flush`] is
+//!   `fdatasync`. With [`Engine::set_holes_read_as_zero`] all-zero
+//!   ciphertext sectors (holes) read as zeros, for frontends that pass
+//!   discards through a loop device.
 //! - [`Error`] carries what failed and where; [`Error::errno`] gives the
 //!   errno for FUSE and NBD.
 
@@ -22,9 +25,11 @@ mod engine;
 mod error;
 mod inline;
 mod io;
+mod job;
 mod locks;
 mod maintain;
 mod parallel;
+mod pool;
 mod read;
 mod scratch;
 mod write;

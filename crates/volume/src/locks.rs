@@ -8,6 +8,10 @@
 //! for each other, and a partial-sector update never interleaves with any
 //! other write to the same sector. All stripes of a request are taken at
 //! once under one mutex, so there is no lock ordering and no deadlock.
+//! There is no writer preference (it could deadlock claims that mix shared
+//! and exclusive stripes), so a partial-sector write may wait while
+//! whole-sector writes keep its stripe busy; the loop device only sends
+//! whole sectors.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 

@@ -7,13 +7,16 @@
 //! someone else's request is simply not waited for: the caller does the
 //! remaining chunks itself, so concurrent requests (many FUSE threads) cost
 //! nothing extra. [`Parallelism::Scoped`] spawns helpers with
-//! `std::thread::scope` per request instead (kept to measure against).
+//! `std::thread::scope` per request instead (kept to measure against:
+//! `tests/bench_engine.rs` shows spawning per request costs a factor 2–4 at
+//! 128–256 KiB on two cores, and is only competitive at 1 MiB with several
+//! concurrent callers, so the pool is the default).
 
-use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Mutex, OnceLock};
 
+use crate::job::{ChunkFn, Chunks, Job};
+use crate::pool::Pool;
 use crate::Error;
 
 /// How the engine spreads the sector crypto of one large request.
@@ -58,200 +61,6 @@ pub(crate) fn helpers() -> usize {
             .unwrap_or(1)
             .saturating_sub(1)
     })
-}
-
-/// A buffer cut into `n` chunks of `chunk` bytes (the last may be shorter),
-/// handed out by index to several threads.
-struct Chunks {
-    ptr: *mut u8,
-    len: usize,
-    chunk: usize,
-    n: usize,
-}
-
-// SAFETY: `Chunks` is only a view of a `&mut [u8]` borrowed for the whole
-// parallel run; each chunk index is claimed exactly once through the atomic
-// counter in `Job`, so no two threads ever touch the same bytes.
-unsafe impl Sync for Chunks {}
-
-impl Chunks {
-    /// # Safety
-    /// `i < self.n`, and each `i` is used by at most one thread at a time
-    /// while the buffer the view came from is borrowed.
-    #[allow(clippy::mut_from_ref)] // disjoint chunks of a buffer borrowed mutably by `for_each_chunk`
-    unsafe fn get(&self, i: usize) -> &mut [u8] {
-        let start = i * self.chunk;
-        let len = self.chunk.min(self.len - start);
-        // SAFETY: start + len <= self.len, inside the borrowed buffer, and the
-        // caller guarantees exclusive use of chunk i.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
-    }
-}
-
-type ChunkFn<'a> = dyn Fn(usize, &mut [u8]) -> Result<(), Error> + Sync + 'a;
-
-/// One parallel run: chunks, the work to do on each, and its outcome.
-struct Job<'a> {
-    chunks: Chunks,
-    f: &'a ChunkFn<'a>,
-    next: AtomicUsize,
-    /// Helpers currently inside this job; changed only under the pool mutex.
-    entered: AtomicUsize,
-    error: Mutex<Option<Error>>,
-}
-
-impl Job<'_> {
-    /// Takes chunks until none is left.
-    fn work(&self) {
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.chunks.n {
-                return;
-            }
-            // SAFETY: i < n and the counter hands each i out exactly once.
-            let chunk = unsafe { self.chunks.get(i) };
-            let r = catch_unwind(AssertUnwindSafe(|| (self.f)(i, chunk)));
-            let r = r.unwrap_or_else(|p| Err(Error::Crypt(panic_message(&p))));
-            if let Err(e) = r {
-                let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-                slot.get_or_insert(e);
-            }
-        }
-    }
-
-    fn exhausted(&self) -> bool {
-        self.next.load(Ordering::Relaxed) >= self.chunks.n
-    }
-
-    fn take_error(&self) -> Result<(), Error> {
-        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
-fn panic_message(p: &Box<dyn Any + Send>) -> String {
-    let msg = p
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
-    format!("sector crypto panicked: {msg}")
-}
-
-/// A job pointer in the pool's queue, lifetime erased.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct JobRef(*const Job<'static>);
-
-// SAFETY: the pointee is `Sync` and outlives its presence in the queue and
-// every helper inside it (see `Pool::run`).
-unsafe impl Send for JobRef {}
-
-struct PoolState {
-    queue: Vec<JobRef>,
-    idle: usize,
-}
-
-/// The process-wide helper pool.
-struct Pool {
-    state: Mutex<PoolState>,
-    work_cv: Condvar,
-    done_cv: Condvar,
-}
-
-impl Pool {
-    fn global() -> &'static Pool {
-        static POOL: OnceLock<&'static Pool> = OnceLock::new();
-        POOL.get_or_init(|| {
-            let pool: &'static Pool = Box::leak(Box::new(Pool {
-                state: Mutex::new(PoolState {
-                    queue: Vec::with_capacity(64),
-                    idle: 0,
-                }),
-                work_cv: Condvar::new(),
-                done_cv: Condvar::new(),
-            }));
-            for i in 0..helpers() {
-                // A helper that fails to start only costs parallelism.
-                let _ = std::thread::Builder::new()
-                    .name(format!("ck-crypt-{i}"))
-                    .spawn(move || pool.helper());
-            }
-            pool
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, PoolState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn helper(&self) {
-        let mut st = self.lock();
-        st.idle += 1;
-        loop {
-            let Some(&jref) = st.queue.first() else {
-                st = self.work_cv.wait(st).unwrap_or_else(|p| p.into_inner());
-                continue;
-            };
-            // SAFETY: the job is in the queue, so its owner is still inside
-            // `run` and will not return before `entered` drops back to zero.
-            let job = unsafe { &*jref.0 };
-            job.entered.fetch_add(1, Ordering::Relaxed);
-            st.idle -= 1;
-            drop(st);
-            job.work();
-            st = self.lock();
-            st.idle += 1;
-            if job.exhausted() {
-                st.queue.retain(|&j| j != jref);
-            }
-            // After this the job may be gone: touch it no more.
-            job.entered.fetch_sub(1, Ordering::Relaxed);
-            self.done_cv.notify_all();
-        }
-    }
-
-    /// Runs `job` on the caller and any idle helpers; returns when every
-    /// chunk is done and no helper references the job any more.
-    fn run(&self, job: &Job<'_>) {
-        let jref = JobRef((job as *const Job<'_>).cast::<Job<'static>>());
-        // Withdraws the job and waits for helpers even if `work` unwinds.
-        struct Withdraw<'p> {
-            pool: &'p Pool,
-            jref: JobRef,
-            entered: &'p AtomicUsize,
-        }
-        impl Drop for Withdraw<'_> {
-            fn drop(&mut self) {
-                let mut st = self.pool.lock();
-                st.queue.retain(|&j| j != self.jref);
-                while self.entered.load(Ordering::Relaxed) > 0 {
-                    st = self
-                        .pool
-                        .done_cv
-                        .wait(st)
-                        .unwrap_or_else(|p| p.into_inner());
-                }
-            }
-        }
-        {
-            let mut st = self.lock();
-            if st.idle == 0 {
-                drop(st);
-                job.work();
-                return;
-            }
-            st.queue.push(jref);
-            self.work_cv.notify_all();
-        }
-        let _withdraw = Withdraw {
-            pool: self,
-            jref,
-            entered: &job.entered,
-        };
-        job.work();
-    }
 }
 
 /// Applies `f(chunk_index, chunk)` to `buf` cut into `chunk`-byte pieces,

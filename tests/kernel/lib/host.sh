@@ -2,6 +2,7 @@
 # the host: find the tools, run the cryptkeep CLI with a private state dir,
 # make test trees and patterns, report checks and timings.
 # Nothing here is a test by itself.
+# shellcheck disable=SC2034 # the variables are for the tests that source this
 
 KT_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 KT_HARNESS="$KT_REPO/tests/kernel/boot-kernel"
@@ -73,7 +74,7 @@ kt_open() {
 kt_close() {
   local name=$1 i
   "$CK" close "$name" || return 1
-  for i in "${!KT_OPENED[@]}"; do [ "${KT_OPENED[$i]}" = "$name" ] && KT_OPENED[$i]=""; done
+  for i in "${!KT_OPENED[@]}"; do [ "${KT_OPENED[$i]}" = "$name" ] && KT_OPENED[i]=""; done
   return 0
 }
 

@@ -82,22 +82,24 @@ pub fn run(a: Args) -> CliResult {
     let spec = seg.cipher.to_string();
     let (cname, cmode) = spec.split_once('-').unwrap_or((spec.as_str(), ""));
     if a.json {
-        let hex: String = vk.as_slice().iter().map(|b| format!("{b:02x}")).collect();
+        let hex: zeroize::Zeroizing<String> =
+            zeroize::Zeroizing::new(vk.as_slice().iter().map(|b| format!("{b:02x}")).collect());
         let v = serde_json::json!({
             "cipher": spec, "uuid": luks.uuid(), "payload_offset": luks.data_offset() / 512,
-            "key_size": vk.len() * 8, "volume_key": hex,
+            "key_size": vk.len() * 8, "volume_key": hex.as_str(),
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(());
     }
-    let mut out = format!("LUKS header information for {}\n", a.volume.display());
+    // The text holds the key: keep it in a buffer wiped on drop.
+    let mut out = zeroize::Zeroizing::new(format!("LUKS header information for {}\n", a.volume.display()));
     out.push_str(&format!("Cipher name:   \t{cname}\n"));
     out.push_str(&format!("Cipher mode:   \t{cmode}\n"));
     out.push_str(&format!("Payload offset:\t{}\n", luks.data_offset() / 512));
     out.push_str(&format!("UUID:          \t{}\n", luks.uuid()));
     out.push_str(&format!("MK bits:       \t{}\n", vk.len() * 8));
-    out.push_str(&key_block(vk.as_slice()));
-    print!("{out}");
+    out.push_str(&zeroize::Zeroizing::new(key_block(vk.as_slice())));
+    print!("{}", out.as_str());
     Ok(())
 }
 

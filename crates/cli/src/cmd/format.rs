@@ -58,6 +58,12 @@ pub struct Args {
     /// Data offset in 512-byte sectors (cryptsetup --offset).
     #[arg(long, value_name = "SECTORS")]
     pub offset: Option<u64>,
+    /// LUKS2 metadata (binary header + JSON) size: 16K … 4M (cryptsetup's option).
+    #[arg(long = "luks2-metadata-size", value_parser = parse_size, value_name = "SIZE")]
+    pub luks2_metadata_size: Option<u64>,
+    /// LUKS2 keyslots area size (cryptsetup's option).
+    #[arg(long = "luks2-keyslots-size", value_parser = parse_size, value_name = "SIZE")]
+    pub luks2_keyslots_size: Option<u64>,
     /// Do not ask for confirmation.
     #[arg(short = 'q', long = "batch-mode")]
     pub batch_mode: bool,
@@ -299,6 +305,8 @@ fn format_inner(
         }
     }
     let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
+    // `..default()` keeps this compiling when the luks crate adds options.
+    #[allow(clippy::needless_update)]
     let opts = FormatOptions {
         version,
         cipher,
@@ -314,6 +322,9 @@ fn format_inner(
         // Like cryptsetup: a forced KDF cost (no benchmark) also gives the
         // digest the minimum 1000 iterations instead of a 125 ms benchmark.
         digest_iterations: a.kdf.force_iterations.map(|_| 1000),
+        luks2_metadata_size: a.luks2_metadata_size,
+        luks2_keyslots_size: a.luks2_keyslots_size,
+        ..FormatOptions::default()
     };
     let luks = Luks::format(
         &io,

@@ -111,7 +111,10 @@ impl PbkdfArgs {
             PbkdfArg::Argon2id => PbkdfKind::Argon2id,
         };
         if stderr_is_tty() {
-            eprintln!("cryptkeep: calibrating {kind:?} for {iter_time} ms...");
+            eprintln!(
+                "cryptkeep: calibrating {} for {iter_time} ms...",
+                format!("{kind:?}").to_lowercase()
+            );
         }
         calibrate(k, hash, iter_time, memory, parallel, out_len)
             .map_err(|e| from_crypto(&e, "KDF calibration"))

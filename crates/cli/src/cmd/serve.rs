@@ -56,6 +56,7 @@ fn daemon_err(what: &str, e: impl std::fmt::Display, place: &str, hint: &str) ->
 /// Unlocks the volume, builds the engine, mounts the FUSE block file and
 /// records the state with this process as the daemon.
 pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
+    daemon::harden();
     let place = common::place(&ctx.volume, ctx.header.as_deref());
     let read_only = ctx.st.read_only;
     let hdr = common::open_header(&ctx.volume, ctx.header.as_deref(), false)?;

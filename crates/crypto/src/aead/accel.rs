@@ -84,12 +84,21 @@ impl Aead for AccelAead {
             )
         };
         if ok != 1 || out_len != out.len() {
-            return Err(Error::Backend(format!("EVP_AEAD_CTX_seal failed for {}", self.alg)));
+            return Err(Error::Backend(format!(
+                "EVP_AEAD_CTX_seal failed for {}",
+                self.alg
+            )));
         }
         Ok(())
     }
 
-    fn open(&self, nonce: &[u8], ad: &[u8], sealed: &[u8], out: &mut [u8]) -> Result<(), AuthError> {
+    fn open(
+        &self,
+        nonce: &[u8],
+        ad: &[u8],
+        sealed: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), AuthError> {
         check_open(self.alg, nonce, sealed, out)?;
         let mut out_len = 0usize;
         // SAFETY: as in `seal`; `out` holds sealed.len() - 16 bytes (checked),

@@ -94,8 +94,7 @@ pub trait Aead: Send + Sync {
 
     /// Seals `plaintext` into `out`, which must be exactly
     /// `plaintext.len() + TAG_LEN` bytes long (layout: see the module docs).
-    fn seal(&self, nonce: &[u8], ad: &[u8], plaintext: &[u8], out: &mut [u8])
-        -> Result<(), Error>;
+    fn seal(&self, nonce: &[u8], ad: &[u8], plaintext: &[u8], out: &mut [u8]) -> Result<(), Error>;
 
     /// Opens `sealed` into `out`, which must be exactly
     /// `sealed.len() - TAG_LEN` bytes long. On failure `out` holds no
@@ -158,7 +157,9 @@ fn check_seal(alg: AeadAlg, nonce: &[u8], plaintext: &[u8], out: &[u8]) -> Resul
 
 /// Checks the shapes of an open call.
 fn check_open(alg: AeadAlg, nonce: &[u8], sealed: &[u8], out: &[u8]) -> Result<(), AuthError> {
-    if !alg.nonce_len_ok(nonce.len()) || sealed.len() < TAG_LEN || out.len() + TAG_LEN != sealed.len()
+    if !alg.nonce_len_ok(nonce.len())
+        || sealed.len() < TAG_LEN
+        || out.len() + TAG_LEN != sealed.len()
     {
         return Err(AuthError);
     }

@@ -52,8 +52,7 @@ pub(super) fn new(alg: AeadAlg, key: &[u8]) -> Result<Box<dyn Aead>, Error> {
         }),
         AeadAlg::XChaCha20Poly1305 => Box::new(Rc {
             alg,
-            cipher: chacha20poly1305::XChaCha20Poly1305::new_from_slice(key)
-                .map_err(|_| bad())?,
+            cipher: chacha20poly1305::XChaCha20Poly1305::new_from_slice(key).map_err(|_| bad())?,
             tag_at: TagAt::End,
         }),
     })
@@ -88,7 +87,8 @@ where
                 (b, t)
             }
         };
-        let buf = InOutBuf::new(plaintext, body).map_err(|_| Error::Backend("buffer size".into()))?;
+        let buf =
+            InOutBuf::new(plaintext, body).map_err(|_| Error::Backend("buffer size".into()))?;
         let tag = self
             .cipher
             .encrypt_inout_detached(n, ad, buf)
@@ -97,7 +97,13 @@ where
         Ok(())
     }
 
-    fn open(&self, nonce: &[u8], ad: &[u8], sealed: &[u8], out: &mut [u8]) -> Result<(), AuthError> {
+    fn open(
+        &self,
+        nonce: &[u8],
+        ad: &[u8],
+        sealed: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), AuthError> {
         check_open(self.alg, nonce, sealed, out)?;
         let n = <&aead_nonce::Nonce<T>>::try_from(nonce).map_err(|_| AuthError)?;
         let (body, tag) = match self.tag_at {
@@ -148,7 +154,13 @@ impl Aead for Gcm {
         }
     }
 
-    fn open(&self, nonce: &[u8], ad: &[u8], sealed: &[u8], out: &mut [u8]) -> Result<(), AuthError> {
+    fn open(
+        &self,
+        nonce: &[u8],
+        ad: &[u8],
+        sealed: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), AuthError> {
         if nonce.len() == 12 {
             self.n12.open(nonce, ad, sealed, out)
         } else {

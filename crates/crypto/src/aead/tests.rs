@@ -80,13 +80,20 @@ fn tampering_is_detected() {
             for i in [0, 50, sealed.len() - 1] {
                 let mut bad = sealed.clone();
                 bad[i] ^= 0x01;
-                assert_eq!(a.open_vec(&nonce, b"block 0", &bad), Err(AuthError), "{alg} {b} byte {i}");
+                assert_eq!(
+                    a.open_vec(&nonce, b"block 0", &bad),
+                    Err(AuthError),
+                    "{alg} {b} byte {i}"
+                );
             }
             assert_eq!(a.open_vec(&nonce, b"block 1", &sealed), Err(AuthError));
             let mut n2 = nonce.clone();
             n2[0] ^= 1;
             assert_eq!(a.open_vec(&n2, b"block 0", &sealed), Err(AuthError));
-            assert_eq!(a.open_vec(&nonce, b"block 0", &sealed[..10]), Err(AuthError));
+            assert_eq!(
+                a.open_vec(&nonce, b"block 0", &sealed[..10]),
+                Err(AuthError)
+            );
             // Failed opens leave no plaintext behind.
             let mut out = vec![0xffu8; sealed.len() - TAG_LEN];
             let mut bad = sealed.clone();

@@ -1,5 +1,9 @@
 //! The FUSE INIT negotiation: big requests, asynchronous direct I/O, many
 //! requests in flight.
+//!
+//! Note: the loop driver's queue allows 128 segments, so with scattered
+//! pages a 1 MiB direct I/O usually reaches the file as 512 KiB requests
+//! (sometimes merged up to 1 MiB); `max_pages` is not the limit then.
 
 use fuser::{InitFlags, KernelConfig};
 

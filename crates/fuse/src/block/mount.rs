@@ -129,7 +129,9 @@ impl BlockFileMount {
     /// Unmounts without consuming the handle, so a busy mount can be
     /// retried. The session threads finish in the background.
     pub fn try_unmount(&mut self) -> Result<(), Error> {
-        if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+        // Also unmounts a mount whose session died ("transport endpoint is
+        // not connected"); nothing to do once it is gone from mountinfo.
+        if wait_for(&self.mountpoint, false, Duration::ZERO) {
             return Ok(());
         }
         unmount_path(&self.mountpoint).map_err(|source| Error::Unmount {

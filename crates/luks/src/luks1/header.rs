@@ -156,8 +156,8 @@ impl Phdr {
     /// Check every field for consistency; the error names the field.
     pub fn validate(&self) -> Result<(), Error> {
         if cryptkeep_crypto::HashAlg::parse(&self.hash_spec).is_err() {
-            return Err(bad(format!(
-                "hash-spec (offset 72) '{}' is not a supported hash",
+            return Err(Error::Unsupported(format!(
+                "LUKS1 hash-spec (offset 72) '{}' is not a supported hash",
                 self.hash_spec
             )));
         }

@@ -66,6 +66,11 @@ impl Luks1 {
                 opts.sector_size
             )));
         }
+        if opts.luks2_metadata_size.is_some() || opts.luks2_keyslots_size.is_some() {
+            return Err(Error::InvalidArgument(
+                "LUKS1 has no metadata or keyslots area size options (use LUKS2)".into(),
+            ));
+        }
         if opts.label.is_some() || opts.subsystem.is_some() {
             return Err(Error::InvalidArgument(
                 "LUKS1 has no label or subsystem field (use LUKS2)".into(),

@@ -25,6 +25,62 @@ pub const DEFAULT_DATA_OFFSET: u64 = 16 * 1024 * 1024;
 /// cryptsetup wipes at most this much at format (2 × 4 MiB + 128 MiB).
 pub const MAX_MDA_SIZE: u64 = 2 * 0x40_0000 + MAX_KEYSLOTS_SIZE;
 
+/// Data alignment when no data offset is given (cryptsetup's 1 MiB default).
+pub const DATA_ALIGNMENT: u64 = 1 << 20;
+
+/// `(hdr_size, keyslots_size, data_offset)` from the requested sizes, as
+/// cryptsetup `LUKS2_hdr_get_storage_params`: the keyslots area fills the
+/// gap before a given data offset (4 KiB aligned, at most 128 MiB) or defaults
+/// to 16 MiB − 2 × hdr_size; the data offset defaults to the end of the
+/// keyslots area rounded up to 1 MiB (0 for a detached header).
+pub fn storage_params(
+    metadata: Option<u64>,
+    keyslots: Option<u64>,
+    data_offset: Option<u64>,
+    detached: bool,
+) -> Result<(u64, u64, u64), Error> {
+    let hdr = metadata.unwrap_or(DEFAULT_HDR_SIZE);
+    if !super::binary_header::HDR_SIZES.contains(&hdr) {
+        return Err(Error::InvalidArgument(format!(
+            "LUKS2 metadata size {hdr} must be one of 16 KiB, 32 KiB, 64 KiB, … 4 MiB"
+        )));
+    }
+    if let Some(k) = keyslots {
+        if k % 4096 != 0 || k > MAX_KEYSLOTS_SIZE || k == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "LUKS2 keyslots area size {k} must be a non-zero multiple of 4096 up to 128 MiB"
+            )));
+        }
+    }
+    let data = data_offset.unwrap_or(0);
+    if data % 512 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "data offset {data} must be a multiple of 512 bytes"
+        )));
+    }
+    if data != 0 && data < 2 * hdr {
+        return Err(Error::InvalidArgument(format!(
+            "data offset {data} is inside the two {hdr}-byte LUKS2 metadata copies"
+        )));
+    }
+    let mut ks = match (keyslots, data) {
+        (Some(k), _) => k,
+        (None, 0) => DEFAULT_DATA_OFFSET - 2 * hdr,
+        (None, d) => (d - 2 * hdr).min(MAX_KEYSLOTS_SIZE),
+    };
+    ks -= ks % 4096;
+    if data != 0 && ks + 2 * hdr > data {
+        ks = data - 2 * hdr;
+        ks -= ks % 4096;
+    }
+    let data = match (data_offset, detached) {
+        (Some(d), _) => d,
+        (None, true) => 0,
+        (None, false) => (2 * hdr + ks).div_ceil(DATA_ALIGNMENT) * DATA_ALIGNMENT,
+    };
+    Ok((hdr, ks, data))
+}
+
 /// Format `io` and return the loaded header.
 pub fn format(
     io: &dyn BlockIo,
@@ -40,29 +96,17 @@ pub fn format(
             "sector size {ss} must be a power of two between 512 and 4096"
         )));
     }
-    let hdr_size = DEFAULT_HDR_SIZE;
-    let data_offset = match opts.data_offset {
-        Some(o) => o,
-        None if opts.detached_header => 0,
-        None => DEFAULT_DATA_OFFSET,
-    };
-    if data_offset % 512 != 0 || data_offset % u64::from(ss) != 0 {
+    let (hdr_size, keyslots_size, data_offset) = storage_params(
+        opts.luks2_metadata_size,
+        opts.luks2_keyslots_size,
+        opts.data_offset,
+        opts.detached_header,
+    )?;
+    if data_offset % u64::from(ss) != 0 {
         return Err(Error::InvalidArgument(format!(
-            "data offset {data_offset} must be a multiple of 512 and of the sector size {ss}"
+            "data offset {data_offset} must be a multiple of the sector size {ss}"
         )));
     }
-    let keyslots_size = if data_offset == 0 {
-        DEFAULT_KEYSLOTS_SIZE
-    } else {
-        // cryptsetup LUKS2_set_keyslots_size: the gap up to the data, at most 128 MiB, 4 KiB aligned.
-        let gap = data_offset.checked_sub(2 * hdr_size).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "data offset {data_offset} is inside the two {hdr_size}-byte LUKS2 metadata copies"
-            ))
-        })?;
-        let ks = gap.min(MAX_KEYSLOTS_SIZE);
-        ks - ks % 4096
-    };
     let min_area =
         crate::util::round_up(volume_key.len() as u64 * u64::from(area::AF_STRIPES), 4096);
     if keyslots_size < min_area {
@@ -145,4 +189,36 @@ pub fn format(
     l.store_keyslot(io, 0, volume_key, passphrase, slot_kdf, backend)?;
     l.write(io)?;
     Ok(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pinned against cryptsetup 2.6 luksFormat: changing this changes the format.
+    #[test]
+    fn storage_params_match_cryptsetup() {
+        assert_eq!(
+            storage_params(None, None, None, false).unwrap(),
+            (16384, 16744448, 16 << 20)
+        );
+        assert_eq!(
+            storage_params(Some(65536), Some(2 << 20), None, false).unwrap(),
+            (65536, 2 << 20, 3 << 20)
+        );
+        assert_eq!(
+            storage_params(None, None, Some(8192 * 512), false).unwrap(),
+            (16384, 4161536, 4 << 20)
+        );
+        assert_eq!(
+            storage_params(Some(1 << 20), None, None, false).unwrap(),
+            (1 << 20, 14680064, 16 << 20)
+        );
+        assert_eq!(
+            storage_params(None, None, None, true).unwrap(),
+            (16384, 16744448, 0)
+        );
+        assert!(storage_params(Some(20000), None, None, false).is_err());
+        assert!(storage_params(None, None, Some(16384), false).is_err());
+    }
 }

@@ -13,6 +13,9 @@ pub const OBJECTS_MAX: usize = 32;
 pub const MAX_KEYSLOTS_SIZE: u64 = 0x800_0000;
 /// Largest volume or keyslot key accepted (4096 bits).
 pub const MAX_KEY_BYTES: u32 = 512;
+/// Most Argon2 memory cryptsetup accepts (4 GiB, in KiB): a header asking
+/// for more is refused instead of exhausting memory at unlock.
+pub const MAX_ARGON2_MEMORY_KIB: u32 = 4 * 1024 * 1024;
 /// KDF salt length in keyslots and digests.
 pub const SALT_LEN: usize = 32;
 
@@ -222,6 +225,13 @@ fn validate_keyslots(m: &Metadata, areas_start: u64, areas_end: u64) -> Result<(
                         "{p}.kdf time, memory and cpus must be non-zero"
                     )));
                 }
+                Kdf::Argon2i { memory, .. } | Kdf::Argon2id { memory, .. }
+                    if *memory > MAX_ARGON2_MEMORY_KIB =>
+                {
+                    return Err(bad(format!(
+                        "{p}.kdf.memory {memory} KiB exceeds the {MAX_ARGON2_MEMORY_KIB} KiB (4 GiB) maximum"
+                    )));
+                }
                 _ => {}
             }
         }
@@ -285,7 +295,7 @@ fn validate_digests(m: &Metadata) -> Result<(), Error> {
             )));
         }
         let hlen = cryptkeep_crypto::HashAlg::parse(&d.hash)
-            .map_err(|_| bad(format!("{p}.hash '{}' is not supported", d.hash)))?
+            .map_err(|_| Error::Unsupported(format!("LUKS2 {p}.hash '{}'", d.hash)))?
             .digest_len();
         let dl = d.digest.0.len();
         if dl != 20 && dl != hlen {

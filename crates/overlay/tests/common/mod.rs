@@ -69,7 +69,9 @@ pub fn require(tool: &str) {
 
 /// Runs a command, panicking with its output on failure.
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\n{}\n{}",
@@ -91,6 +93,23 @@ pub fn gocryptfs_init(cipher: &Path, passfile: &Path, extra: &[&str]) {
         .arg(cipher));
 }
 
+/// Runs a command that daemonizes (its child keeps stdout/stderr open, so
+/// `output()` would never return): output goes to a log file instead.
+fn run_daemonizing(cmd: &mut Command, log: &Path) {
+    let f = fs::File::create(log).unwrap();
+    let status = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        status.success(),
+        "{cmd:?} failed ({status}):\n{}",
+        fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
 /// A gocryptfs mount, unmounted on drop.
 pub struct Mount {
     mnt: PathBuf,
@@ -102,25 +121,32 @@ impl Mount {
         require("gocryptfs");
         require("fusermount3");
         fs::create_dir_all(mnt).unwrap();
-        run(Command::new("gocryptfs")
-            .args(["-q", "-nosyslog", "-passfile"])
-            .arg(passfile)
-            .args(extra)
-            .arg(cipher)
-            .arg(mnt));
+        run_daemonizing(
+            Command::new("gocryptfs")
+                .args(["-q", "-nosyslog", "-passfile"])
+                .arg(passfile)
+                .args(extra)
+                .arg(cipher)
+                .arg(mnt),
+            &mnt.with_extension("log"),
+        );
         Mount {
             mnt: mnt.to_path_buf(),
         }
     }
 
     /// Mounts with `-masterkey HEX` instead of a password.
-    pub fn with_master_key(cipher: &Path, mnt: &Path, hex: &str) -> Mount {
+    pub fn with_master_key(cipher: &Path, mnt: &Path, hex: &str, extra: &[&str]) -> Mount {
         require("gocryptfs");
         fs::create_dir_all(mnt).unwrap();
-        run(Command::new("gocryptfs")
-            .args(["-q", "-nosyslog", "-masterkey", hex])
-            .arg(cipher)
-            .arg(mnt));
+        run_daemonizing(
+            Command::new("gocryptfs")
+                .args(["-q", "-nosyslog", "-masterkey", hex])
+                .args(extra)
+                .arg(cipher)
+                .arg(mnt),
+            &mnt.with_extension("log"),
+        );
         Mount {
             mnt: mnt.to_path_buf(),
         }
@@ -145,7 +171,10 @@ impl Drop for Mount {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
+        let _ = Command::new("fusermount3")
+            .arg("-uz")
+            .arg(&self.mnt)
+            .status();
     }
 }
 
@@ -184,7 +213,10 @@ impl Default for TreeOpts {
 /// and 1 MiB, sparse files, long and odd names, symlinks, nested dirs, and
 /// (with extras) a hard link, xattrs and a FIFO.
 pub fn make_tree(root: &Path, o: TreeOpts) {
-    for (i, size) in [0usize, 1, 4095, 4096, 4097, 1 << 20].into_iter().enumerate() {
+    for (i, size) in [0usize, 1, 4095, 4096, 4097, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
         fs::write(root.join(format!("size-{size}")), bytes(i as u64 + 1, size)).unwrap();
     }
     // Sparse: a hole in the middle and at the end of a block-aligned region.
@@ -200,8 +232,16 @@ pub fn make_tree(root: &Path, o: TreeOpts) {
     // Names.
     let long = |c: char, n: usize| c.to_string().repeat(n);
     fs::write(root.join(long('L', o.max_name)), b"longest name").unwrap();
-    fs::write(root.join(long('m', 176)), b"176: first length that gets hashed").unwrap();
-    fs::write(root.join(long('s', 175)), b"175: last length that stays short").unwrap();
+    fs::write(
+        root.join(long('m', 176)),
+        b"176: first length that gets hashed",
+    )
+    .unwrap();
+    fs::write(
+        root.join(long('s', 175)),
+        b"175: last length that stays short",
+    )
+    .unwrap();
     fs::write(root.join("with space & ünïcödé ✓"), b"odd name").unwrap();
     fs::write(root.join(".hidden"), b"dot").unwrap();
     fs::write(root.join("-dash"), b"dash").unwrap();
@@ -237,7 +277,13 @@ pub fn set_xattr(p: &Path, name: &str, v: &[u8]) {
     let n = std::ffi::CString::new(name).unwrap();
     // SAFETY: valid NUL-terminated strings and a readable buffer.
     let r = unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
-    assert_eq!(r, 0, "setxattr {name} on {}: {}", p.display(), std::io::Error::last_os_error());
+    assert_eq!(
+        r,
+        0,
+        "setxattr {name} on {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 fn user_xattrs(p: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -249,7 +295,10 @@ fn user_xattrs(p: &Path) -> BTreeMap<String, Vec<u8>> {
     if n <= 0 {
         return out;
     }
-    for name in buf[..n as usize].split(|&b| b == 0).filter(|s| !s.is_empty()) {
+    for name in buf[..n as usize]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+    {
         let s = String::from_utf8_lossy(name).into_owned();
         if !s.starts_with("user.") {
             continue;
@@ -279,11 +328,20 @@ pub fn assert_same_tree(expected: &Path, got: &Path, xattrs: bool) -> usize {
         v
     };
     let (a, b) = (list(expected), list(got));
-    assert_eq!(a, b, "entries of {} vs {}", expected.display(), got.display());
+    assert_eq!(
+        a,
+        b,
+        "entries of {} vs {}",
+        expected.display(),
+        got.display()
+    );
     let mut count = 0;
     for n in a {
         let (pa, pb) = (expected.join(&n), got.join(&n));
-        let (ma, mb) = (fs::symlink_metadata(&pa).unwrap(), fs::symlink_metadata(&pb).unwrap());
+        let (ma, mb) = (
+            fs::symlink_metadata(&pa).unwrap(),
+            fs::symlink_metadata(&pb).unwrap(),
+        );
         let (ta, tb) = (ma.file_type(), mb.file_type());
         assert_eq!(
             (ta.is_dir(), ta.is_file(), ta.is_symlink(), ta.is_fifo()),
@@ -293,19 +351,38 @@ pub fn assert_same_tree(expected: &Path, got: &Path, xattrs: bool) -> usize {
         );
         count += 1;
         if !ta.is_symlink() {
-            assert_eq!(ma.mode() & 0o7777, mb.mode() & 0o7777, "mode of {}", pb.display());
+            assert_eq!(
+                ma.mode() & 0o7777,
+                mb.mode() & 0o7777,
+                "mode of {}",
+                pb.display()
+            );
         }
         if ta.is_dir() {
             count += assert_same_tree(&pa, &pb, xattrs);
         } else if ta.is_file() {
             assert_eq!(ma.len(), mb.len(), "size of {}", pb.display());
-            assert!(fs::read(&pa).unwrap() == fs::read(&pb).unwrap(), "content of {}", pb.display());
+            assert!(
+                fs::read(&pa).unwrap() == fs::read(&pb).unwrap(),
+                "content of {}",
+                pb.display()
+            );
             assert_eq!(ma.nlink(), mb.nlink(), "link count of {}", pb.display());
         } else if ta.is_symlink() {
-            assert_eq!(fs::read_link(&pa).unwrap(), fs::read_link(&pb).unwrap(), "target of {}", pb.display());
+            assert_eq!(
+                fs::read_link(&pa).unwrap(),
+                fs::read_link(&pb).unwrap(),
+                "target of {}",
+                pb.display()
+            );
         }
         if xattrs && !ta.is_symlink() {
-            assert_eq!(user_xattrs(&pa), user_xattrs(&pb), "xattrs of {}", pb.display());
+            assert_eq!(
+                user_xattrs(&pa),
+                user_xattrs(&pb),
+                "xattrs of {}",
+                pb.display()
+            );
         }
     }
     count

@@ -1,0 +1,253 @@
+//! Random-access plaintext I/O on one cipher file, with gocryptfs's rules:
+//! the header is written with the first byte of data; partial blocks are
+//! read-modify-written; writing past the end first pads the old last block
+//! to a full block of zeros and leaves the skipped whole blocks as holes;
+//! truncating to 0 removes the header; growing by truncation writes a real
+//! last block and holes before it.
+//!
+//! A `CipherFile` is not synchronised: callers serialise writers (the FUSE
+//! frontend holds one lock per inode across read-modify-write).
+
+use crate::content::{ContentCipher, PLAIN_BS};
+use crate::error::{Error, Result};
+use crate::header::{FileHeader, HEADER_LEN};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// An open cipher file seen as plaintext.
+#[derive(Debug)]
+pub struct CipherFile {
+    file: File,
+    path: PathBuf,
+    header: Option<FileHeader>,
+}
+
+impl CipherFile {
+    /// Wraps an open cipher file (opened read-write for writes); `path` is
+    /// used in errors.
+    pub fn new(file: File, path: &Path) -> CipherFile {
+        CipherFile {
+            file,
+            path: path.to_path_buf(),
+            header: None,
+        }
+    }
+
+    /// Opens `path` read-write.
+    pub fn open(path: &Path) -> Result<CipherFile> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        Ok(CipherFile::new(f, path))
+    }
+
+    /// The underlying file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn cipher_len(&self) -> Result<u64> {
+        Ok(self.file.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len())
+    }
+
+    /// The plaintext size.
+    pub fn plain_size(&self, c: &ContentCipher) -> Result<u64> {
+        Ok(c.plain_size(self.cipher_len()?))
+    }
+
+    /// The header, read once; `None` for an empty file.
+    fn header(&mut self) -> Result<Option<FileHeader>> {
+        if self.header.is_none() {
+            let mut b = [0u8; HEADER_LEN];
+            let n = read_full(&self.file, &mut b, 0).map_err(|e| Error::io("read", &self.path, e))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.header = Some(FileHeader::parse(&b[..n]).map_err(|e| e.at(&self.path))?);
+        }
+        Ok(self.header)
+    }
+
+    /// The header, created and written if the file is empty.
+    fn header_or_create(&mut self) -> Result<FileHeader> {
+        if let Some(h) = self.header()? {
+            return Ok(h);
+        }
+        let h = FileHeader::random()?;
+        self.file
+            .write_all_at(&h.to_bytes(), 0)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.header = Some(h);
+        Ok(h)
+    }
+
+    /// Reads and decrypts plaintext block `block` (shorter at EOF, empty past it).
+    fn read_block(&mut self, c: &ContentCipher, block: u64, out: &mut [u8]) -> Result<usize> {
+        let Some(h) = self.header()? else {
+            return Ok(0);
+        };
+        let cbs = c.cipher_bs();
+        let mut cbuf = vec![0u8; cbs];
+        let off = HEADER_LEN as u64 + block * cbs as u64;
+        let n = read_full(&self.file, &mut cbuf, off).map_err(|e| Error::io("read", &self.path, e))?;
+        c.decrypt_block_into(block, Some(&h.id), &cbuf[..n], out)
+            .map_err(|e| e.at(&self.path))
+    }
+
+    /// Encrypts and writes plaintext block `block`.
+    fn write_block(&mut self, c: &ContentCipher, block: u64, data: &[u8]) -> Result<()> {
+        let h = self.header_or_create()?;
+        let mut cbuf = vec![0u8; data.len() + c.block_overhead()];
+        c.encrypt_block_into(block, Some(&h.id), data, &mut cbuf)?;
+        let off = HEADER_LEN as u64 + block * c.cipher_bs() as u64;
+        self.file
+            .write_all_at(&cbuf, off)
+            .map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    /// Reads up to `buf.len()` plaintext bytes at `off`; returns the count
+    /// (short at end of file). A block that fails authentication fails the
+    /// read with [`Error::Auth`] naming it.
+    pub fn read_at(&mut self, c: &ContentCipher, buf: &mut [u8], off: u64) -> Result<usize> {
+        let size = self.plain_size(c)?;
+        if off >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = size.min(off + buf.len() as u64);
+        let mut pbuf = vec![0u8; PLAIN_BS];
+        let mut pos = off;
+        while pos < end {
+            let block = pos / PLAIN_BS as u64;
+            let skip = (pos % PLAIN_BS as u64) as usize;
+            let n = self.read_block(c, block, &mut pbuf)?;
+            let take = (n.saturating_sub(skip)).min((end - pos) as usize);
+            if take == 0 {
+                break;
+            }
+            let at = (pos - off) as usize;
+            buf[at..at + take].copy_from_slice(&pbuf[skip..skip + take]);
+            pos += take as u64;
+        }
+        Ok((pos - off) as usize)
+    }
+
+    /// Pads a partial last block to a full block of zeros (before writing
+    /// beyond it).
+    fn pad_last_block(&mut self, c: &ContentCipher, size: u64) -> Result<()> {
+        let rem = (size % PLAIN_BS as u64) as usize;
+        if rem == 0 {
+            return Ok(());
+        }
+        let block = size / PLAIN_BS as u64;
+        let mut p = vec![0u8; PLAIN_BS];
+        let n = self.read_block(c, block, &mut p)?;
+        if n != rem {
+            return Err(Error::BadHeader {
+                path: Some(self.path.clone()),
+                detail: format!("last block holds {n} bytes, expected {rem}"),
+            });
+        }
+        p[n..].fill(0);
+        self.write_block(c, block, &p)
+    }
+
+    /// Writes `data` at plaintext offset `off`.
+    pub fn write_at(&mut self, c: &ContentCipher, data: &[u8], off: u64) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let size = self.plain_size(c)?;
+        let bs = PLAIN_BS as u64;
+        // Writing past the block that would hold the next appended byte
+        // leaves a hole: the old last block is padded first.
+        if off / bs > size / bs {
+            self.pad_last_block(c, size)?;
+        }
+        let mut pbuf = vec![0u8; PLAIN_BS];
+        let mut pos = off;
+        let end = off + data.len() as u64;
+        while pos < end {
+            let block = pos / bs;
+            let skip = (pos % bs) as usize;
+            let take = ((end - pos) as usize).min(PLAIN_BS - skip);
+            let src = &data[(pos - off) as usize..(pos - off) as usize + take];
+            let block_start = block * bs;
+            if skip == 0 && (take == PLAIN_BS || block_start + take as u64 >= size) {
+                // The whole block, or everything of it that will exist.
+                self.write_block(c, block, src)?;
+            } else {
+                let old = if block_start < size {
+                    self.read_block(c, block, &mut pbuf)?
+                } else {
+                    0
+                };
+                pbuf[old..].fill(0);
+                pbuf[skip..skip + take].copy_from_slice(src);
+                let len = old.max(skip + take);
+                let (b, p) = (block, pbuf[..len].to_vec());
+                self.write_block(c, b, &p)?;
+            }
+            pos += take as u64;
+        }
+        Ok(())
+    }
+
+    /// Sets the plaintext size.
+    pub fn truncate(&mut self, c: &ContentCipher, new_size: u64) -> Result<()> {
+        let size = self.plain_size(c)?;
+        let set_len = |f: &File, l: u64, p: &Path| f.set_len(l).map_err(|e| Error::io("truncate", p, e));
+        if new_size == 0 {
+            set_len(&self.file, 0, &self.path)?;
+            self.header = None;
+            return Ok(());
+        }
+        if new_size == size {
+            return Ok(());
+        }
+        if new_size > size {
+            let bs = PLAIN_BS as u64;
+            if size > 0 && (size - 1) / bs == (new_size - 1) / bs {
+                // Growing inside the last block: a zero byte at the new end.
+                return self.write_at(c, &[0u8], new_size - 1);
+            }
+            self.pad_last_block(c, size)?;
+            if new_size % bs == 0 {
+                // Block-aligned: the new blocks are all holes.
+                self.header_or_create()?;
+                return set_len(&self.file, c.cipher_size(new_size), &self.path);
+            }
+            return self.write_at(c, &[0u8], new_size - 1);
+        }
+        // Shrink.
+        let block = new_size / PLAIN_BS as u64;
+        let rem = (new_size % PLAIN_BS as u64) as usize;
+        if rem == 0 {
+            return set_len(&self.file, c.cipher_size(new_size), &self.path);
+        }
+        let mut p = vec![0u8; PLAIN_BS];
+        let n = self.read_block(c, block, &mut p)?;
+        let keep = rem.min(n);
+        let cut = HEADER_LEN as u64 + block * c.cipher_bs() as u64;
+        set_len(&self.file, cut, &self.path)?;
+        let mut last = p[..keep].to_vec();
+        last.resize(rem, 0);
+        self.write_block(c, block, &last)
+    }
+}
+
+/// Reads until `buf` is full or end of file.
+fn read_full(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], off + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
