@@ -12,6 +12,11 @@ section() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 section "install-deps"
 scripts/install-deps.sh || { echo "test.sh: scripts/install-deps.sh failed" >&2; exit 1; }
 
+# rustfmt and clippy come with rustup's default profile; add them if missing.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add rustfmt clippy || true
+fi
+
 section "cargo build --release --workspace --all-targets"
 cargo build --release --workspace --all-targets || { echo "test.sh: build failed" >&2; exit 1; }
 

@@ -45,6 +45,24 @@ expect_fail 5 "open as busy" "$CK" format "$vol" --key-file "$W/pass" --batch-mo
 [ "$(hsum)" = "$before" ] || fail "refused format changed the header"
 "$CK" close busy
 
+step "close while the file system is in use: exit 5, everything stays up"
+mkdir -p "$W/mnt"
+dev=$("$CK" open "$vol" busy --key-file "$W/pass")
+mkfs.ext4 -q -F "$dev"
+"$CK" close busy
+"$CK" open "$vol" busy --key-file "$W/pass" --mount "$W/mnt" >/dev/null
+(cd "$W/mnt" && exec sleep 60) &
+holder=$!
+sleep 0.3
+expect_fail 5 'unmount|busy' "$CK" close busy
+"$CK" status busy --json > "$W/st.json"
+json_has "$W/st.json" daemon_alive true
+mountpoint -q "$W/mnt" || fail "a refused close unmounted the file system"
+kill "$holder"; wait "$holder" 2>/dev/null || true
+"$CK" close busy
+mountpoint -q "$W/mnt" && fail "close left $W/mnt mounted"
+before=$(hsum)
+
 step "existing LUKS header, no --batch-mode, no terminal: refused (exit 5)"
 expect_fail 5 'already has a LUKS header' "$CK" format "$vol" --key-file "$W/pass" "${FAST[@]}"
 [ "$(hsum)" = "$before" ] || fail "refused format changed the header"

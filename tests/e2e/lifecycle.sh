@@ -68,6 +68,27 @@ wait_for 10 bash -c "! kill -0 $pid 2>/dev/null" || fail "daemon survived SIGKIL
 grep -q 'died' "$W/err" || fail "reopen did not say it cleaned up a dead daemon"
 "$CK" close d3
 
+step "discards reach the image only with --allow-discards"
+dvol=$W/disc.img
+mkvol "$dvol" 48M "$W/pass"
+for mode in off on; do
+  extra=(); [ $mode = on ] && extra=(--allow-discards)
+  dev=$("$CK" open "$dvol" disc --key-file "$W/pass" "${extra[@]}")
+  dd if=/dev/urandom of="$dev" bs=1M seek=4 count=8 oflag=direct status=none
+  sync
+  before=$(du -k "$dvol" | cut -f1)
+  blkdiscard -o $((4 << 20)) -l $((8 << 20)) "$dev" 2>/dev/null || true
+  after=$(du -k "$dvol" | cut -f1)
+  if [ $mode = on ]; then
+    [ $((before - after)) -ge 7000 ] || fail "--allow-discards: image went from ${before}K to ${after}K"
+    zeros=$(dd if="$dev" bs=1M skip=4 count=8 iflag=direct status=none | tr -d '\0' | wc -c)
+    [ "$zeros" = 0 ] || fail "discarded sectors do not read back as zeros"
+  else
+    [ "$after" -ge "$((before - 64))" ] || fail "without --allow-discards the image shrank (${before}K -> ${after}K)"
+  fi
+  "$CK" close disc
+done
+
 step "key files: binary, whole, offset/size; piped lines lose their newline"
 printf 'line passphrase\n' > "$W/nl"
 kvol=$W/kf.img

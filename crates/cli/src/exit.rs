@@ -225,3 +225,71 @@ pub fn from_crypto(e: &cryptkeep_crypto::Error, place: &str) -> CliError {
         _ => CliError::new(Code::Unexpected, what, place, "unexpected crypto failure; please report it"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cryptkeep_luks::Error as L;
+
+    #[test]
+    fn luks_errors_map_to_the_documented_codes() {
+        let io = |k| L::Io {
+            what: "reading the header".into(),
+            source: std::io::Error::from(k),
+        };
+        let cases = [
+            (L::WrongPassphrase, Code::Permission),
+            (L::NotLuks, Code::NotFound),
+            (
+                L::BadHeader {
+                    what: "bad checksum".into(),
+                },
+                Code::Corrupt,
+            ),
+            (
+                L::UnmetRequirement("online-reencrypt".into()),
+                Code::Corrupt,
+            ),
+            (L::NoFreeKeyslot, Code::Usage),
+            (L::KeyslotInactive(3), Code::Usage),
+            (io(std::io::ErrorKind::NotFound), Code::NotFound),
+            (io(std::io::ErrorKind::PermissionDenied), Code::Permission),
+            (io(std::io::ErrorKind::UnexpectedEof), Code::Corrupt),
+        ];
+        for (e, want) in cases {
+            let shown = e.to_string();
+            let c = from_luks(e, "vol.img");
+            assert_eq!(c.code, want, "{shown}");
+            assert!(!c.hint.is_empty(), "{shown}: no hint");
+            assert!(c.to_string().contains("(vol.img)"), "{c}");
+        }
+    }
+
+    #[test]
+    fn readme_documents_every_code() {
+        let readme = include_str!("../../../README.md");
+        for code in 0..=8 {
+            assert!(
+                readme.contains(&format!("| {code} |")),
+                "README.md lacks exit code {code} in its table"
+            );
+        }
+        for n in 1..=8 {
+            assert_eq!(Code::from_i32(n).as_i32(), n);
+        }
+    }
+
+    #[test]
+    fn display_has_what_where_hint() {
+        let e = CliError::new(
+            Code::Busy,
+            "volume v is already open",
+            "/x.img",
+            "close it first",
+        );
+        assert_eq!(
+            e.to_string(),
+            "volume v is already open (/x.img): close it first"
+        );
+    }
+}

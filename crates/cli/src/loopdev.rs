@@ -165,7 +165,7 @@ pub fn umount(dir: &str) -> CliResult<()> {
         Code::Busy,
         "cannot unmount",
         dir,
-        "a program still uses it; find it with: fuser -vm DIR, then retry close",
+        &format!("a program still uses it; find it with: fuser -vm {dir}, then retry close"),
     )
     .map(|_| ())
 }

@@ -7,6 +7,7 @@
 //! without device-mapper.
 
 pub mod block;
+pub mod overlay;
 mod error;
 
 pub use block::{

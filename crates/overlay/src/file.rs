@@ -50,7 +50,11 @@ impl CipherFile {
     }
 
     fn cipher_len(&self) -> Result<u64> {
-        Ok(self.file.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len())
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("stat", &self.path, e))?
+            .len())
     }
 
     /// The plaintext size.
@@ -62,7 +66,8 @@ impl CipherFile {
     fn header(&mut self) -> Result<Option<FileHeader>> {
         if self.header.is_none() {
             let mut b = [0u8; HEADER_LEN];
-            let n = read_full(&self.file, &mut b, 0).map_err(|e| Error::io("read", &self.path, e))?;
+            let n =
+                read_full(&self.file, &mut b, 0).map_err(|e| Error::io("read", &self.path, e))?;
             if n == 0 {
                 return Ok(None);
             }
@@ -92,16 +97,19 @@ impl CipherFile {
         let cbs = c.cipher_bs();
         let mut cbuf = vec![0u8; cbs];
         let off = HEADER_LEN as u64 + block * cbs as u64;
-        let n = read_full(&self.file, &mut cbuf, off).map_err(|e| Error::io("read", &self.path, e))?;
+        let n =
+            read_full(&self.file, &mut cbuf, off).map_err(|e| Error::io("read", &self.path, e))?;
         c.decrypt_block_into(block, Some(&h.id), &cbuf[..n], out)
             .map_err(|e| e.at(&self.path))
     }
 
-    /// Encrypts and writes plaintext block `block`.
+    /// Encrypts and writes consecutive plaintext blocks from `block` on
+    /// (the last may be partial) with one `pwrite`.
     fn write_block(&mut self, c: &ContentCipher, block: u64, data: &[u8]) -> Result<()> {
         let h = self.header_or_create()?;
-        let mut cbuf = vec![0u8; data.len() + c.block_overhead()];
-        c.encrypt_block_into(block, Some(&h.id), data, &mut cbuf)?;
+        let nblocks = data.len().div_ceil(PLAIN_BS);
+        let mut cbuf = vec![0u8; data.len() + nblocks * c.block_overhead()];
+        c.encrypt_blocks_into(block, &h.id, data, &mut cbuf)?;
         let off = HEADER_LEN as u64 + block * c.cipher_bs() as u64;
         self.file
             .write_all_at(&cbuf, off)
@@ -112,26 +120,34 @@ impl CipherFile {
     /// (short at end of file). A block that fails authentication fails the
     /// read with [`Error::Auth`] naming it.
     pub fn read_at(&mut self, c: &ContentCipher, buf: &mut [u8], off: u64) -> Result<usize> {
-        let size = self.plain_size(c)?;
+        let cipher_len = self.cipher_len()?;
+        let size = c.plain_size(cipher_len);
         if off >= size || buf.is_empty() {
             return Ok(0);
         }
+        let Some(h) = self.header()? else {
+            return Ok(0);
+        };
+        let bs = PLAIN_BS as u64;
         let end = size.min(off + buf.len() as u64);
-        let mut pbuf = vec![0u8; PLAIN_BS];
-        let mut pos = off;
-        while pos < end {
-            let block = pos / PLAIN_BS as u64;
-            let skip = (pos % PLAIN_BS as u64) as usize;
-            let n = self.read_block(c, block, &mut pbuf)?;
-            let take = (n.saturating_sub(skip)).min((end - pos) as usize);
-            if take == 0 {
-                break;
-            }
-            let at = (pos - off) as usize;
-            buf[at..at + take].copy_from_slice(&pbuf[skip..skip + take]);
-            pos += take as u64;
+        let (first, last) = (off / bs, (end - 1) / bs);
+        let nblocks = (last - first + 1) as usize;
+        let coff = HEADER_LEN as u64 + first * c.cipher_bs() as u64;
+        let clen = (nblocks * c.cipher_bs()).min(cipher_len.saturating_sub(coff) as usize);
+        let mut cbuf = vec![0u8; clen];
+        let got =
+            read_full(&self.file, &mut cbuf, coff).map_err(|e| Error::io("read", &self.path, e))?;
+        let mut pbuf = vec![0u8; nblocks * PLAIN_BS];
+        let n = c
+            .decrypt_blocks_into(first, &h.id, &cbuf[..got], &mut pbuf)
+            .map_err(|e| e.at(&self.path))?;
+        let start = (off - first * bs) as usize;
+        let stop = ((end - first * bs) as usize).min(n);
+        if stop <= start {
+            return Ok(0);
         }
-        Ok((pos - off) as usize)
+        buf[..stop - start].copy_from_slice(&pbuf[start..stop]);
+        Ok(stop - start)
     }
 
     /// Pads a partial last block to a full block of zeros (before writing
@@ -175,7 +191,15 @@ impl CipherFile {
             let take = ((end - pos) as usize).min(PLAIN_BS - skip);
             let src = &data[(pos - off) as usize..(pos - off) as usize + take];
             let block_start = block * bs;
-            if skip == 0 && (take == PLAIN_BS || block_start + take as u64 >= size) {
+            if skip == 0 && take == PLAIN_BS {
+                // A run of whole blocks: one bulk encryption and one pwrite.
+                let run = ((end - pos) / bs) as usize * PLAIN_BS;
+                let at = (pos - off) as usize;
+                self.write_block(c, block, &data[at..at + run])?;
+                pos += run as u64;
+                continue;
+            }
+            if skip == 0 && block_start + take as u64 >= size {
                 // The whole block, or everything of it that will exist.
                 self.write_block(c, block, src)?;
             } else {
@@ -198,7 +222,8 @@ impl CipherFile {
     /// Sets the plaintext size.
     pub fn truncate(&mut self, c: &ContentCipher, new_size: u64) -> Result<()> {
         let size = self.plain_size(c)?;
-        let set_len = |f: &File, l: u64, p: &Path| f.set_len(l).map_err(|e| Error::io("truncate", p, e));
+        let set_len =
+            |f: &File, l: u64, p: &Path| f.set_len(l).map_err(|e| Error::io("truncate", p, e));
         if new_size == 0 {
             set_len(&self.file, 0, &self.path)?;
             self.header = None;
@@ -214,7 +239,7 @@ impl CipherFile {
                 return self.write_at(c, &[0u8], new_size - 1);
             }
             self.pad_last_block(c, size)?;
-            if new_size % bs == 0 {
+            if new_size / bs * bs == new_size {
                 // Block-aligned: the new blocks are all holes.
                 self.header_or_create()?;
                 return set_len(&self.file, c.cipher_size(new_size), &self.path);

@@ -21,7 +21,7 @@ pub mod header;
 pub mod kdf;
 pub mod keys;
 pub mod names;
-mod sys;
+pub mod sys;
 pub mod tree;
 
 pub use cipherdir::{CipherDir, DirEntry};

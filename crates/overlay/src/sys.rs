@@ -1,6 +1,7 @@
 //! Thin wrappers over the system calls the tree walkers need and `std`
 //! lacks: SEEK_DATA/SEEK_HOLE, utimensat without following symlinks,
-//! extended attributes on the link itself, mknod/mkfifo.
+//! extended attributes on the link itself, mknod/mkfifo, renameat2,
+//! statvfs. Used by the tree walkers and the FUSE frontend.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -116,6 +117,11 @@ pub fn get_xattr(p: &Path, name: &OsStr) -> io::Result<Vec<u8>> {
 
 /// Sets xattr `name` of `p` itself to `value`.
 pub fn set_xattr(p: &Path, name: &OsStr, value: &[u8]) -> io::Result<()> {
+    set_xattr_flags(p, name, value, 0)
+}
+
+/// Sets xattr `name` of `p` itself with `XATTR_CREATE`/`XATTR_REPLACE` `flags`.
+pub fn set_xattr_flags(p: &Path, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
     let c = cpath(p)?;
     let n =
         CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -126,7 +132,7 @@ pub fn set_xattr(p: &Path, name: &OsStr, value: &[u8]) -> io::Result<()> {
             n.as_ptr(),
             value.as_ptr().cast(),
             value.len(),
-            0,
+            flags,
         )
     };
     if r != 0 {
@@ -141,6 +147,89 @@ pub fn mknod(p: &Path, mode: u32, rdev: u64) -> io::Result<()> {
     let c = cpath(p)?;
     // SAFETY: `c` is a NUL-terminated path alive for the call.
     let r = unsafe { libc::mknod(c.as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Removes xattr `name` of `p` itself.
+pub fn remove_xattr(p: &Path, name: &OsStr) -> io::Result<()> {
+    let c = cpath(p)?;
+    let n =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both strings are NUL-terminated and alive for the call.
+    let r = unsafe { libc::lremovexattr(c.as_ptr(), n.as_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `renameat2(2)` with `flags` (0, `RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
+pub fn rename2(old: &Path, new: &Path, flags: u32) -> io::Result<()> {
+    let (a, b) = (cpath(old)?, cpath(new)?);
+    // SAFETY: two NUL-terminated paths alive for the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            flags,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `statvfs(3)` of the file system holding `p`.
+pub fn statvfs(p: &Path) -> io::Result<libc::statvfs> {
+    let c = cpath(p)?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` is writable.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// Sets atime/mtime of `p` (not following a final symlink); `None` leaves
+/// a time unchanged, `Some(None)` sets it to now.
+pub fn set_times_opt(
+    p: &Path,
+    atime: Option<Option<(i64, i64)>>,
+    mtime: Option<Option<(i64, i64)>>,
+) -> io::Result<()> {
+    let c = cpath(p)?;
+    let ts = |t: Option<Option<(i64, i64)>>| match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(None) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(Some((s, n))) => libc::timespec {
+            tv_sec: s,
+            tv_nsec: n,
+        },
+    };
+    let t = [ts(atime), ts(mtime)];
+    // SAFETY: `c` is NUL-terminated and `t` two valid timespecs.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            t.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }

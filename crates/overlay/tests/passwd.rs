@@ -25,7 +25,12 @@ fn gocryptfs_passwd_then_we_open() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(format!("{PASSWORD}\nnew password\n").as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{PASSWORD}\nnew password\n").as_bytes())
+        .unwrap();
     assert!(child.wait().unwrap().success());
     assert!(matches!(
         CipherDir::open(&cipher, PASSWORD.as_bytes()),
@@ -45,11 +50,16 @@ fn we_change_password_then_gocryptfs_mounts() {
         std::fs::write(m.path().join("f"), b"kept across the change").unwrap();
     }
     let conf = cipher.join("gocryptfs.conf");
-    assert!(change_password(&conf, b"wrong", b"x", 10).unwrap_err().is_auth());
+    assert!(change_password(&conf, b"wrong", b"x", 10)
+        .unwrap_err()
+        .is_auth());
     change_password(&conf, PASSWORD.as_bytes(), b"second password", 10).unwrap();
     let pf2 = t.join("passfile2");
     std::fs::write(&pf2, "second password\n").unwrap();
     let m = Mount::new(&cipher, &t.join("mnt2"), &pf2, &[]);
-    assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"kept across the change");
+    assert_eq!(
+        std::fs::read(m.path().join("f")).unwrap(),
+        b"kept across the change"
+    );
     assert!(!cipher.join("gocryptfs.conf.tmp").exists());
 }

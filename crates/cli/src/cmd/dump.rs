@@ -92,7 +92,10 @@ pub fn run(a: Args) -> CliResult {
         return Ok(());
     }
     // The text holds the key: keep it in a buffer wiped on drop.
-    let mut out = zeroize::Zeroizing::new(format!("LUKS header information for {}\n", a.volume.display()));
+    let mut out = zeroize::Zeroizing::new(format!(
+        "LUKS header information for {}\n",
+        a.volume.display()
+    ));
     out.push_str(&format!("Cipher name:   \t{cname}\n"));
     out.push_str(&format!("Cipher mode:   \t{cmode}\n"));
     out.push_str(&format!("Payload offset:\t{}\n", luks.data_offset() / 512));

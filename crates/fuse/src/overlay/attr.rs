@@ -1,0 +1,101 @@
+//! Backing `stat` → plaintext attributes, and overlay errors → errno.
+
+use cryptkeep_overlay::{CipherDir, Error};
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+use std::fs::Metadata;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::inodes::ROOT_INO;
+
+/// Attribute and entry cache time (gocryptfs uses 1 s too).
+pub(crate) const TTL: Duration = Duration::from_secs(1);
+
+fn time(s: i64, ns: i64) -> SystemTime {
+    if s >= 0 {
+        UNIX_EPOCH + Duration::new(s as u64, ns as u32)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(s.unsigned_abs())
+    }
+}
+
+/// The FUSE file type of a backing file.
+pub(crate) fn kind(t: std::fs::FileType) -> FileType {
+    if t.is_dir() {
+        FileType::Directory
+    } else if t.is_symlink() {
+        FileType::Symlink
+    } else if t.is_fifo() {
+        FileType::NamedPipe
+    } else if t.is_socket() {
+        FileType::Socket
+    } else if t.is_char_device() {
+        FileType::CharDevice
+    } else if t.is_block_device() {
+        FileType::BlockDevice
+    } else {
+        FileType::RegularFile
+    }
+}
+
+/// The FUSE inode number of a backing file (`root_ino` maps to 1).
+pub(crate) fn ino_of(st_ino: u64, root_ino: u64) -> u64 {
+    if st_ino == root_ino {
+        ROOT_INO
+    } else {
+        st_ino
+    }
+}
+
+/// The plaintext attributes of the backing file `path` with metadata `m`:
+/// regular files report their plaintext size, symlinks their decrypted
+/// target's length.
+pub(crate) fn attr(cd: &CipherDir, path: &Path, m: &Metadata, root_ino: u64) -> FileAttr {
+    let k = kind(m.file_type());
+    let size = match k {
+        FileType::RegularFile => cd.content().plain_size(m.len()),
+        FileType::Symlink => std::fs::read_link(path)
+            .ok()
+            .and_then(|t| cd.decrypt_symlink_target(t.as_os_str(), path).ok())
+            .map_or(m.len(), |t| t.len() as u64),
+        _ => m.len(),
+    };
+    FileAttr {
+        ino: INodeNo(ino_of(m.ino(), root_ino)),
+        size,
+        blocks: m.blocks(),
+        atime: time(m.atime(), m.atime_nsec()),
+        mtime: time(m.mtime(), m.mtime_nsec()),
+        ctime: time(m.ctime(), m.ctime_nsec()),
+        crtime: time(m.ctime(), m.ctime_nsec()),
+        kind: k,
+        perm: (m.mode() & 0o7777) as u16,
+        nlink: m.nlink() as u32,
+        uid: m.uid(),
+        gid: m.gid(),
+        rdev: m.rdev() as u32,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// The errno for an overlay error. Integrity failures are EIO and logged
+/// (file and block), as gocryptfs does.
+pub(crate) fn errno(e: &Error) -> Errno {
+    match e {
+        Error::Io { source, .. } => source.raw_os_error().map_or(Errno::EIO, Errno::from_i32),
+        Error::InvalidName { name, .. } if name.len() > 255 => Errno::ENAMETOOLONG,
+        Error::InvalidName { .. } => Errno::EINVAL,
+        Error::InvalidArgument(_) => Errno::EINVAL,
+        _ => {
+            eprintln!("cryptkeep fs: {e}");
+            Errno::EIO
+        }
+    }
+}
+
+/// The errno of an I/O error.
+pub(crate) fn io_errno(e: &std::io::Error) -> Errno {
+    e.raw_os_error().map_or(Errno::EIO, Errno::from_i32)
+}

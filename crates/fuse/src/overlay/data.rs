@@ -1,0 +1,160 @@
+//! File contents: one [`CipherFile`] per open inode, shared by all its
+//! handles behind one lock (so read-modify-write cycles and the cached
+//! header are never interleaved), plus truncation for `setattr`.
+
+use cryptkeep_overlay::CipherFile;
+use fuser::Errno;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::attr::{errno, io_errno};
+use super::fs::OverlayFs;
+
+type R<T> = Result<T, Errno>;
+
+/// An inode's open cipher file and how many handles use it.
+struct OpenInode {
+    file: Arc<Mutex<CipherFile>>,
+    handles: u64,
+}
+
+/// File handles → inodes, inodes → their shared cipher file.
+#[derive(Default)]
+pub(crate) struct OpenFiles {
+    next: AtomicU64,
+    handles: Mutex<HashMap<u64, u64>>,
+    inodes: Mutex<HashMap<u64, OpenInode>>,
+}
+
+impl OverlayFs {
+    /// Opens inode `ino` (its cipher file read-write when possible) and
+    /// returns a new handle.
+    pub(crate) fn open_file(&self, ino: u64) -> R<u64> {
+        let mut inodes = self.files.inodes.lock().map_err(|_| Errno::EIO)?;
+        if let Some(o) = inodes.get_mut(&ino) {
+            o.handles += 1;
+        } else {
+            let p = self.path_of(ino)?;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(!self.read_only)
+                .open(&p)
+                .or_else(|_| std::fs::File::open(&p))
+                .map_err(|e| io_errno(&e))?;
+            inodes.insert(
+                ino,
+                OpenInode {
+                    file: Arc::new(Mutex::new(CipherFile::new(f, &p))),
+                    handles: 1,
+                },
+            );
+        }
+        let fh = self.files.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.files
+            .handles
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .insert(fh, ino);
+        Ok(fh)
+    }
+
+    /// Drops handle `fh`; the cipher file closes with its last handle.
+    pub(crate) fn release_file(&self, fh: u64) {
+        let Ok(mut handles) = self.files.handles.lock() else {
+            return;
+        };
+        let Some(ino) = handles.remove(&fh) else {
+            return;
+        };
+        drop(handles);
+        if let Ok(mut inodes) = self.files.inodes.lock() {
+            if let Some(o) = inodes.get_mut(&ino) {
+                o.handles -= 1;
+                if o.handles == 0 {
+                    inodes.remove(&ino);
+                }
+            }
+        }
+    }
+
+    fn file_of(&self, fh: u64) -> R<Arc<Mutex<CipherFile>>> {
+        let ino = *self
+            .files
+            .handles
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .get(&fh)
+            .ok_or(Errno::EBADF)?;
+        self.open_inode(ino).ok_or(Errno::EBADF)
+    }
+
+    fn open_inode(&self, ino: u64) -> Option<Arc<Mutex<CipherFile>>> {
+        self.files
+            .inodes
+            .lock()
+            .ok()?
+            .get(&ino)
+            .map(|o| o.file.clone())
+    }
+
+    pub(crate) fn do_read(&self, fh: u64, off: u64, size: u32) -> R<Vec<u8>> {
+        let f = self.file_of(fh)?;
+        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        let mut buf = vec![0u8; size as usize];
+        let n = cf
+            .read_at(self.cd.content(), &mut buf, off)
+            .map_err(|e| errno(&e))?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8]) -> R<u32> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let f = self.file_of(fh)?;
+        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        cf.write_at(self.cd.content(), data, off)
+            .map_err(|e| errno(&e))?;
+        Ok(data.len() as u32)
+    }
+
+    /// Clears the set-user-ID and set-group-ID bits of handle `fh`'s file
+    /// (a write by an unprivileged user, FUSE_HANDLE_KILLPRIV_V2).
+    pub(crate) fn kill_suid(&self, fh: u64) {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(f) = self.file_of(fh) else { return };
+        let Ok(cf) = f.lock() else { return };
+        if let Ok(m) = cf.file().metadata() {
+            let mode = m.permissions().mode();
+            if mode & 0o6000 != 0 {
+                let _ = cf
+                    .file()
+                    .set_permissions(std::fs::Permissions::from_mode(mode & 0o1777));
+            }
+        }
+    }
+
+    pub(crate) fn do_fsync(&self, fh: u64) -> R<()> {
+        let f = self.file_of(fh)?;
+        let cf = f.lock().map_err(|_| Errno::EIO)?;
+        cf.file().sync_all().map_err(|e| io_errno(&e))
+    }
+
+    /// Sets the plaintext size of inode `ino` (open or not).
+    pub(crate) fn truncate(&self, ino: u64, size: u64) -> R<()> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let f = match self.open_inode(ino) {
+            Some(f) => f,
+            None => {
+                let p = self.path_of(ino)?;
+                Arc::new(Mutex::new(CipherFile::open(&p).map_err(|e| errno(&e))?))
+            }
+        };
+        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        cf.truncate(self.cd.content(), size).map_err(|e| errno(&e))
+    }
+}

@@ -1,0 +1,353 @@
+//! Name operations: lookup, mkdir, mknod, symlink, link, unlink, rmdir,
+//! rename, readlink, and directory listings. Each plaintext name is mapped
+//! to its cipher name in the parent's cipher directory (with a `.name`
+//! file for hashed long names).
+
+use cryptkeep_overlay::diriv::DIRIV_NAME;
+use cryptkeep_overlay::names::LONGNAME_SUFFIX;
+use cryptkeep_overlay::sys;
+use cryptkeep_overlay::{CipherName, NameMode};
+use fuser::{Errno, FileAttr, FileType, RenameFlags};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::{DirEntryExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::attr::{attr, errno, ino_of, io_errno, kind};
+use super::fs::OverlayFs;
+
+/// One entry of a directory snapshot.
+pub(crate) struct DirItem {
+    pub(crate) ino: u64,
+    pub(crate) kind: FileType,
+    pub(crate) name: OsString,
+}
+
+type R<T> = Result<T, Errno>;
+
+impl OverlayFs {
+    /// The cipher path of inode `ino`.
+    pub(crate) fn path_of(&self, ino: u64) -> R<PathBuf> {
+        self.inodes
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .path(ino)
+            .ok_or(Errno::ENOENT)
+    }
+
+    /// The cipher directory of `parent` and the cipher name of `name` in it.
+    pub(crate) fn child(&self, parent: u64, name: &OsStr) -> R<(PathBuf, CipherName)> {
+        let dir = self.path_of(parent)?;
+        if dir == self.cd.root()
+            && self.cd.is_internal(&dir, name)
+            && self.cd.names().mode() == NameMode::Plain
+        {
+            return Err(Errno::EPERM);
+        }
+        let iv = self.cd.dir_iv(&dir).map_err(|e| errno(&e))?;
+        let cn = self.cd.encrypt_entry(&iv, name).map_err(|e| errno(&e))?;
+        Ok((dir, cn))
+    }
+
+    /// Stats `path`, records the lookup and returns its attributes.
+    pub(crate) fn entry(&self, path: &Path) -> R<FileAttr> {
+        let m = std::fs::symlink_metadata(path).map_err(|e| io_errno(&e))?;
+        let a = attr(&self.cd, path, &m, self.root_ino);
+        self.inodes
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .looked_up(a.ino.0, path);
+        Ok(a)
+    }
+
+    /// Attributes of inode `ino` (no lookup recorded).
+    pub(crate) fn attr_of(&self, ino: u64) -> R<FileAttr> {
+        let p = self.path_of(ino)?;
+        let m = std::fs::symlink_metadata(&p).map_err(|e| io_errno(&e))?;
+        Ok(attr(&self.cd, &p, &m, self.root_ino))
+    }
+
+    pub(crate) fn do_lookup(&self, parent: u64, name: &OsStr) -> R<FileAttr> {
+        let (dir, cn) = self.child(parent, name)?;
+        self.entry(&dir.join(&cn.on_disk))
+    }
+
+    /// Writes the `.name` file of a long name before the entry is created.
+    fn pre_create(&self, dir: &Path, cn: &CipherName) -> R<()> {
+        if cn.long.is_some() {
+            let p = dir.join(format!("{}{LONGNAME_SUFFIX}", cn.on_disk));
+            if p.exists() {
+                return Err(Errno::EEXIST);
+            }
+            self.cd.write_long_name(dir, cn).map_err(|e| errno(&e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the `.name` file of a long name (after a failed create or a removal).
+    fn drop_long_name(dir: &Path, cn: &CipherName) {
+        if cn.long.is_some() {
+            let _ = std::fs::remove_file(dir.join(format!("{}{LONGNAME_SUFFIX}", cn.on_disk)));
+        }
+    }
+
+    /// Creates an entry with `make`, handling the `.name` file and the owner.
+    pub(crate) fn create_entry(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        uid: u32,
+        gid: u32,
+        make: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> R<(PathBuf, FileAttr)> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let (dir, cn) = self.child(parent, name)?;
+        let path = dir.join(&cn.on_disk);
+        self.pre_create(&dir, &cn)?;
+        if let Err(e) = make(&path) {
+            Self::drop_long_name(&dir, &cn);
+            return Err(io_errno(&e));
+        }
+        if self.is_root {
+            let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(gid));
+        }
+        Ok((path.clone(), self.entry(&path)?))
+    }
+
+    pub(crate) fn do_mkdir(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> R<FileAttr> {
+        let cd = self.cd.clone();
+        let (path, _) = self.create_entry(parent, name, uid, gid, |p| {
+            std::fs::create_dir(p)?;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))?;
+            if let Err(e) = cd.init_dir(p) {
+                let _ = std::fs::remove_dir(p);
+                return Err(std::io::Error::other(e.to_string()));
+            }
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode & 0o7777))
+        })?;
+        self.entry(&path)
+    }
+
+    pub(crate) fn do_symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &Path,
+        uid: u32,
+        gid: u32,
+    ) -> R<FileAttr> {
+        let stored = self
+            .cd
+            .encrypt_symlink_target(target.as_os_str())
+            .map_err(|e| errno(&e))?;
+        Ok(self
+            .create_entry(parent, name, uid, gid, |p| {
+                std::os::unix::fs::symlink(&stored, p)
+            })?
+            .1)
+    }
+
+    pub(crate) fn do_mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> R<FileAttr> {
+        Ok(self
+            .create_entry(parent, name, uid, gid, |p| {
+                if mode & libc::S_IFMT == libc::S_IFREG {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(p)?;
+                    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode & 0o7777))
+                } else {
+                    sys::mknod(p, mode, u64::from(rdev))
+                }
+            })?
+            .1)
+    }
+
+    pub(crate) fn do_link(&self, ino: u64, newparent: u64, newname: &OsStr) -> R<FileAttr> {
+        let src = self.path_of(ino)?;
+        Ok(self
+            .create_entry(newparent, newname, 0, 0, |p| std::fs::hard_link(&src, p))?
+            .1)
+    }
+
+    pub(crate) fn do_readlink(&self, ino: u64) -> R<Vec<u8>> {
+        use std::os::unix::ffi::OsStrExt;
+        let p = self.path_of(ino)?;
+        let t = std::fs::read_link(&p).map_err(|e| io_errno(&e))?;
+        let plain = self
+            .cd
+            .decrypt_symlink_target(t.as_os_str(), &p)
+            .map_err(|e| errno(&e))?;
+        Ok(plain.as_bytes().to_vec())
+    }
+
+    pub(crate) fn do_unlink(&self, parent: u64, name: &OsStr) -> R<()> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let (dir, cn) = self.child(parent, name)?;
+        let path = dir.join(&cn.on_disk);
+        std::fs::remove_file(&path).map_err(|e| io_errno(&e))?;
+        Self::drop_long_name(&dir, &cn);
+        self.inodes
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .remove_path(&path);
+        Ok(())
+    }
+
+    /// Removes an (plaintext-)empty cipher directory: its diriv, then itself.
+    fn remove_dir(&self, path: &Path) -> R<()> {
+        let mut has_diriv = false;
+        for e in std::fs::read_dir(path).map_err(|e| io_errno(&e))? {
+            let e = e.map_err(|e| io_errno(&e))?;
+            if e.file_name() == DIRIV_NAME
+                && self.cd.names().mode() == (NameMode::Eme { diriv: true })
+            {
+                has_diriv = true;
+            } else {
+                return Err(Errno::ENOTEMPTY);
+            }
+        }
+        let diriv = path.join(DIRIV_NAME);
+        let saved = if has_diriv {
+            let b = std::fs::read(&diriv).map_err(|e| io_errno(&e))?;
+            std::fs::remove_file(&diriv).map_err(|e| io_errno(&e))?;
+            Some(b)
+        } else {
+            None
+        };
+        if let Err(e) = std::fs::remove_dir(path) {
+            if let Some(b) = saved {
+                let _ = std::fs::write(&diriv, b);
+            }
+            return Err(io_errno(&e));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn do_rmdir(&self, parent: u64, name: &OsStr) -> R<()> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let (dir, cn) = self.child(parent, name)?;
+        let path = dir.join(&cn.on_disk);
+        let m = std::fs::symlink_metadata(&path).map_err(|e| io_errno(&e))?;
+        if !m.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        self.remove_dir(&path)?;
+        Self::drop_long_name(&dir, &cn);
+        self.inodes
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .remove_path(&path);
+        Ok(())
+    }
+
+    pub(crate) fn do_rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: RenameFlags,
+    ) -> R<()> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            return Err(Errno::EINVAL);
+        }
+        let (odir, ocn) = self.child(parent, name)?;
+        let (ndir, ncn) = self.child(newparent, newname)?;
+        let (old, new) = (odir.join(&ocn.on_disk), ndir.join(&ncn.on_disk));
+        let om = std::fs::symlink_metadata(&old).map_err(|e| io_errno(&e))?;
+        if let Ok(nm) = std::fs::symlink_metadata(&new) {
+            if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                return Err(Errno::EEXIST);
+            }
+            if old == new {
+                return Ok(());
+            }
+            // An empty target directory still holds its diriv: remove it first.
+            if nm.is_dir() && om.is_dir() {
+                self.remove_dir(&new)?;
+            }
+        }
+        if let Some(long) = &ncn.long {
+            let p = ndir.join(format!("{}{LONGNAME_SUFFIX}", ncn.on_disk));
+            std::fs::write(&p, long.as_bytes()).map_err(|e| io_errno(&e))?;
+        }
+        if let Err(e) = sys::rename2(&old, &new, flags.bits()) {
+            return Err(io_errno(&e));
+        }
+        if old != new {
+            Self::drop_long_name(&odir, &ocn);
+        }
+        self.inodes
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .rename(&old, &new);
+        Ok(())
+    }
+
+    /// Lists directory `ino` with plaintext names ("." and ".." first).
+    /// Undecryptable names are skipped and logged, as gocryptfs does.
+    pub(crate) fn snapshot_dir(&self, ino: u64) -> R<Vec<DirItem>> {
+        let dir = self.path_of(ino)?;
+        let iv = self.cd.dir_iv(&dir).map_err(|e| errno(&e))?;
+        let mut items = vec![
+            DirItem {
+                ino,
+                kind: FileType::Directory,
+                name: ".".into(),
+            },
+            DirItem {
+                ino: ino.max(1),
+                kind: FileType::Directory,
+                name: "..".into(),
+            },
+        ];
+        for e in std::fs::read_dir(&dir).map_err(|e| io_errno(&e))? {
+            let e = e.map_err(|e| io_errno(&e))?;
+            let cname = e.file_name();
+            if self.cd.is_internal(&dir, &cname) {
+                continue;
+            }
+            let name = match self.cd.decrypt_entry(&dir, &iv, &cname) {
+                Ok(n) => n,
+                Err(err) => {
+                    eprintln!(
+                        "cryptkeep fs: skipping {}: {err}",
+                        dir.join(&cname).display()
+                    );
+                    continue;
+                }
+            };
+            let k = e.file_type().map(kind).unwrap_or(FileType::RegularFile);
+            items.push(DirItem {
+                ino: ino_of(e.ino(), self.root_ino),
+                kind: k,
+                name,
+            });
+        }
+        Ok(items)
+    }
+}

@@ -1,0 +1,113 @@
+//! The inode table: FUSE inode numbers (the backing files' `st_ino`, with
+//! the root as 1) to the cipher paths they were looked up by, with kernel
+//! lookup counts. Hard links give one inode several paths.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// FUSE's root inode number.
+pub(crate) const ROOT_INO: u64 = 1;
+
+#[derive(Debug, Default)]
+struct Node {
+    paths: Vec<PathBuf>,
+    lookups: u64,
+}
+
+/// Inode number → cipher paths.
+#[derive(Debug)]
+pub(crate) struct Inodes {
+    nodes: HashMap<u64, Node>,
+}
+
+impl Inodes {
+    /// A table holding the root.
+    pub(crate) fn new(root: &Path) -> Inodes {
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            ROOT_INO,
+            Node {
+                paths: vec![root.to_path_buf()],
+                lookups: 1,
+            },
+        );
+        Inodes { nodes }
+    }
+
+    /// A cipher path of `ino`.
+    pub(crate) fn path(&self, ino: u64) -> Option<PathBuf> {
+        self.nodes.get(&ino).and_then(|n| n.paths.first().cloned())
+    }
+
+    /// Records a kernel lookup of `ino` at `path`.
+    pub(crate) fn looked_up(&mut self, ino: u64, path: &Path) {
+        let n = self.nodes.entry(ino).or_default();
+        n.lookups += 1;
+        if let Some(i) = n.paths.iter().position(|p| p == path) {
+            // Most recently used path first.
+            n.paths.swap(0, i);
+        } else {
+            n.paths.insert(0, path.to_path_buf());
+        }
+    }
+
+    /// The kernel forgot `count` lookups of `ino`.
+    pub(crate) fn forget(&mut self, ino: u64, count: u64) {
+        if ino == ROOT_INO {
+            return;
+        }
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.lookups = n.lookups.saturating_sub(count);
+            if n.lookups == 0 {
+                self.nodes.remove(&ino);
+            }
+        }
+    }
+
+    /// `path` no longer exists (unlink, rmdir, replaced by a rename).
+    pub(crate) fn remove_path(&mut self, path: &Path) {
+        for n in self.nodes.values_mut() {
+            n.paths.retain(|p| p != path);
+        }
+    }
+
+    /// `old` was renamed to `new`: rewrite it and everything below it.
+    pub(crate) fn rename(&mut self, old: &Path, new: &Path) {
+        self.remove_path(new);
+        for n in self.nodes.values_mut() {
+            for p in n.paths.iter_mut() {
+                if let Ok(rest) = p.strip_prefix(old) {
+                    *p = if rest.as_os_str().is_empty() {
+                        new.to_path_buf()
+                    } else {
+                        new.join(rest)
+                    };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_renames_and_forgets() {
+        let mut t = Inodes::new(Path::new("/c"));
+        t.looked_up(5, Path::new("/c/a"));
+        t.looked_up(6, Path::new("/c/a/b"));
+        t.looked_up(7, Path::new("/c/ab"));
+        t.rename(Path::new("/c/a"), Path::new("/c/z"));
+        assert_eq!(t.path(5).unwrap(), Path::new("/c/z"));
+        assert_eq!(t.path(6).unwrap(), Path::new("/c/z/b"));
+        assert_eq!(t.path(7).unwrap(), Path::new("/c/ab"));
+        t.looked_up(7, Path::new("/c/hard"));
+        t.remove_path(Path::new("/c/hard"));
+        assert_eq!(t.path(7).unwrap(), Path::new("/c/ab"));
+        t.forget(7, 2);
+        assert!(t.path(7).is_none());
+        t.forget(ROOT_INO, 10);
+        assert!(t.path(ROOT_INO).is_some());
+    }
+}

@@ -1,0 +1,45 @@
+//! The overlay frontend: a FUSE file system that shows the plaintext view
+//! of a gocryptfs-format cipher directory (`cryptkeep fs mount`).
+//!
+//! Names, contents, symlinks and xattrs are translated with
+//! `cryptkeep_overlay`; inode numbers are the backing files' (hard links
+//! stay hard links); each open inode has one cipher file behind one lock,
+//! so read-modify-write of partial blocks is never interleaved.
+
+mod attr;
+mod data;
+mod entries;
+mod fs;
+mod inodes;
+mod mount;
+mod xattr;
+
+pub use mount::{mount_overlay, OverlayMount};
+
+/// How to mount the overlay.
+#[derive(Debug, Clone)]
+pub struct OverlayOptions {
+    /// Refuse every change (`--ro`).
+    pub read_only: bool,
+    /// Let other users in (`--allow-other`).
+    pub allow_other: bool,
+    /// FUSE dispatch threads.
+    pub threads: usize,
+    /// The source shown in `mount` output.
+    pub fs_name: String,
+    /// Let the kernel cache writes (FUSE writeback cache): far faster small
+    /// writes; the kernel then owns size and mtime while pages are dirty.
+    pub writeback_cache: bool,
+}
+
+impl Default for OverlayOptions {
+    fn default() -> OverlayOptions {
+        OverlayOptions {
+            read_only: false,
+            allow_other: false,
+            threads: 4,
+            fs_name: "cryptkeep-fs".into(),
+            writeback_cache: true,
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Mounting the overlay, and [`OverlayMount`], the handle that unmounts it.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cryptkeep_overlay::CipherDir;
+use fuser::{Config, MountOption, Session, SessionACL};
+
+use super::fs::OverlayFs;
+use super::OverlayOptions;
+use crate::Error;
+
+/// A mounted overlay, served by background threads; dropping it unmounts
+/// (a busy mount stays up and served).
+#[derive(Debug)]
+pub struct OverlayMount {
+    mountpoint: PathBuf,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+/// Whether `/proc/self/mountinfo` lists a FUSE mount at `p`.
+fn is_mounted(p: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = p.as_os_str().to_string_lossy().replace(' ', "\\040");
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        f.len() > 4 && f[4] == want && l.contains(" - fuse")
+    })
+}
+
+fn wait_mounted(p: &Path, present: bool, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if is_mounted(p) == present {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Mounts the gocryptfs-format overlay of the opened cipher directory `cd`
+/// at `mountpoint` (an existing directory); returns once the mount is live.
+pub fn mount_overlay(
+    cd: Arc<CipherDir>,
+    mountpoint: &Path,
+    opts: &OverlayOptions,
+) -> Result<OverlayMount, Error> {
+    let bad = |reason: String| Error::Mountpoint {
+        path: mountpoint.to_path_buf(),
+        reason,
+    };
+    let canonical = mountpoint.canonicalize().map_err(|e| bad(e.to_string()))?;
+    if !canonical.is_dir() {
+        return Err(bad("not a directory".into()));
+    }
+    let mut options = vec![
+        MountOption::FSName(opts.fs_name.clone()),
+        MountOption::Subtype("cryptkeep-fs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    options.push(if opts.read_only {
+        MountOption::RO
+    } else {
+        MountOption::RW
+    });
+    let mut config = Config::default();
+    config.mount_options = options;
+    config.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = true;
+    let fs = OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
+    let session = Session::new(fs, &canonical, &config).map_err(|source| Error::Mount {
+        path: canonical.clone(),
+        source,
+    })?;
+    let thread = std::thread::Builder::new()
+        .name("ck-overlay-session".into())
+        .spawn(move || session.run())
+        .map_err(Error::Session)?;
+    let m = OverlayMount {
+        mountpoint: canonical,
+        thread: Some(thread),
+    };
+    if !wait_mounted(&m.mountpoint, true, Duration::from_secs(10)) {
+        return Err(Error::NotLive {
+            path: m.mountpoint.clone(),
+        });
+    }
+    Ok(m)
+}
+
+impl OverlayMount {
+    /// The (canonical) mount point.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Unmounts and waits for the session to end.
+    pub fn unmount(mut self) -> Result<(), Error> {
+        self.try_unmount()?;
+        self.join()
+    }
+
+    fn try_unmount(&mut self) -> Result<(), Error> {
+        if !is_mounted(&self.mountpoint) {
+            return Ok(());
+        }
+        unmount_path(&self.mountpoint).map_err(|source| Error::Unmount {
+            path: self.mountpoint.clone(),
+            source,
+        })
+    }
+
+    /// Blocks until the file system is unmounted from outside.
+    pub fn wait(mut self) {
+        let _ = self.join();
+    }
+
+    fn join(&mut self) -> Result<(), Error> {
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
+        match t.join() {
+            Ok(r) => r.map_err(Error::Session),
+            Err(_) => Err(Error::Session(io::Error::other(
+                "a FUSE dispatch thread panicked",
+            ))),
+        }
+    }
+}
+
+impl Drop for OverlayMount {
+    fn drop(&mut self) {
+        if self.thread.is_some() && self.try_unmount().is_ok() {
+            let _ = self.join();
+        }
+    }
+}
+
+/// `umount(2)`, or `fusermount3 -u` for non-root users.
+fn unmount_path(p: &Path) -> io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path alive for the call.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return Err(e);
+    }
+    let out = Command::new("fusermount3")
+        .arg("-u")
+        .arg("--")
+        .arg(p)
+        .output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}

@@ -1,0 +1,217 @@
+//! The overlay mount against gocryptfs 2.3, for every variant: a tree
+//! gocryptfs wrote reads back identical through our mount, and a tree
+//! written (plus renames, removals, truncates, appends) through our mount
+//! reads back identical through gocryptfs, with `gocryptfs -fsck` clean.
+
+#[path = "../../overlay/tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
+use cryptkeep_overlay::{CipherDir, InitOptions};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn args(name: &str) -> (&'static [&'static str], InitOptions) {
+    let base = InitOptions {
+        scrypt_log_n: 10,
+        ..InitOptions::default()
+    };
+    match name {
+        "default" => (&[], base),
+        "aessiv" => (
+            &["-aessiv"],
+            InitOptions {
+                aessiv: true,
+                ..base
+            },
+        ),
+        "xchacha" => (
+            &["-xchacha"],
+            InitOptions {
+                xchacha: true,
+                ..base
+            },
+        ),
+        "plaintextnames" => (
+            &["-plaintextnames"],
+            InitOptions {
+                plaintext_names: true,
+                ..base
+            },
+        ),
+        "deterministic" => (
+            &["-deterministic-names"],
+            InitOptions {
+                deterministic_names: true,
+                ..base
+            },
+        ),
+        "longnamemax" => (
+            &["-longnamemax", "100"],
+            InitOptions {
+                long_name_max: 100,
+                ..base
+            },
+        ),
+        _ => unreachable!(),
+    }
+}
+
+/// Renames, removals, truncates and appends, applied the same way to a
+/// plain directory and to a mount.
+fn churn(root: &Path) {
+    fs::rename(root.join("size-1"), root.join("renamed")).unwrap();
+    fs::rename(root.join("size-4095"), root.join("size-4096")).unwrap(); // over an existing file
+    fs::rename(root.join("a").join("b"), root.join("moved-dir")).unwrap(); // across directories
+    fs::rename(root.join("s".repeat(175)), root.join("n".repeat(200))).unwrap(); // short -> long name
+    fs::create_dir(root.join("target-dir")).unwrap();
+    fs::create_dir(root.join("src-dir")).unwrap();
+    fs::write(root.join("src-dir").join("inner"), b"inner").unwrap();
+    fs::rename(root.join("src-dir"), root.join("target-dir")).unwrap(); // over an empty dir
+    fs::remove_file(root.join("-dash")).unwrap();
+    fs::remove_dir(root.join("empty-dir")).unwrap();
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("size-1048576"))
+        .unwrap();
+    f.set_len(5000).unwrap();
+    drop(f);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("size-4097"))
+        .unwrap();
+    f.set_len(3 * 4096 + 5).unwrap();
+    drop(f);
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("renamed"))
+        .unwrap();
+    for i in 0..50u8 {
+        f.write_all(&[i; 301]).unwrap();
+    }
+    drop(f);
+    fs::write(root.join(".hidden"), b"rewritten").unwrap();
+}
+
+fn opts() -> OverlayOptions {
+    OverlayOptions {
+        threads: 2,
+        ..OverlayOptions::default()
+    }
+}
+
+fn fsck(pf: &Path, cipher: &Path) {
+    let out = Command::new("gocryptfs")
+        .args(["-fsck", "-q", "-passfile"])
+        .arg(pf)
+        .arg(cipher)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gocryptfs -fsck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// gocryptfs writes; our mount reads.
+fn theirs_through_ours(name: &str) {
+    let (a, _) = args(name);
+    let t = TempDir::new(&format!("ovl-read-{name}"));
+    let pf = t.passfile();
+    let cipher = t.join("cipher");
+    gocryptfs_init(&cipher, &pf, a);
+    let reference = t.join("ref");
+    fs::create_dir(&reference).unwrap();
+    make_tree(&reference, TreeOpts::default());
+    {
+        let m = Mount::new(&cipher, &t.join("gmnt"), &pf, &[]);
+        make_tree(m.path(), TreeOpts::default());
+    }
+    let cd = Arc::new(CipherDir::open(&cipher, PASSWORD.as_bytes()).unwrap());
+    let mnt = t.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(cd, &mnt, &opts()).unwrap();
+    assert_same_tree(&reference, m.mountpoint(), true);
+    m.unmount().unwrap();
+}
+
+/// Our mount writes (and churns); gocryptfs reads.
+fn ours_through_theirs(name: &str) {
+    let (_, o) = args(name);
+    let t = TempDir::new(&format!("ovl-write-{name}"));
+    let pf = t.passfile();
+    let cipher = t.join("cipher");
+    let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &o).unwrap();
+    let reference = t.join("ref");
+    fs::create_dir(&reference).unwrap();
+    make_tree(&reference, TreeOpts::default());
+    churn(&reference);
+    {
+        let mnt = t.join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+        make_tree(m.mountpoint(), TreeOpts::default());
+        churn(m.mountpoint());
+        assert_same_tree(&reference, m.mountpoint(), true);
+        m.unmount().unwrap();
+    }
+    {
+        let m = Mount::new(&cipher, &t.join("gmnt"), &pf, &["-ro"]);
+        assert_same_tree(&reference, m.path(), true);
+    }
+    fsck(&pf, &cipher);
+}
+
+macro_rules! variant_tests {
+    ($($v:ident),*) => {
+        mod theirs_through_ours { $( #[test] fn $v() { super::theirs_through_ours(stringify!($v)); } )* }
+        mod ours_through_theirs { $( #[test] fn $v() { super::ours_through_theirs(stringify!($v)); } )* }
+    };
+}
+
+variant_tests!(
+    default,
+    aessiv,
+    xchacha,
+    plaintextnames,
+    deterministic,
+    longnamemax
+);
+
+/// A flipped ciphertext byte in block 1 gives EIO for that block only,
+/// through our mount as through gocryptfs's.
+#[test]
+fn tampered_block_is_eio_only_there() {
+    use std::os::unix::fs::FileExt;
+    let t = TempDir::new("ovl-tamper");
+    let cipher = t.join("cipher");
+    let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &args("default").1).unwrap();
+    let src = t.join("plain");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("f"), bytes(3, 3 * 4096)).unwrap();
+    cd.encrypt_tree(&src).unwrap();
+    let cf = cd.encrypt_path(Path::new("f")).unwrap();
+    let mut b = fs::read(&cf).unwrap();
+    b[18 + cd.content().cipher_bs() + 99] ^= 1;
+    fs::write(&cf, b).unwrap();
+    let mnt = t.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+    let f = fs::File::open(m.mountpoint().join("f")).unwrap();
+    let want = bytes(3, 3 * 4096);
+    let mut buf = vec![0u8; 4096];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, want[..4096]);
+    f.read_exact_at(&mut buf, 2 * 4096).unwrap();
+    assert_eq!(buf, want[2 * 4096..]);
+    let e = f.read_exact_at(&mut buf, 4096).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    drop(f);
+    m.unmount().unwrap();
+}
