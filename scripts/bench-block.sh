@@ -54,7 +54,7 @@ bind_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/bindfs/file); 
 # gocryptfs
 mkdir -p $t/gcipher $w/gplain
 gocryptfs -q -init -scryptn 10 -passfile $w/pass $t/gcipher >/dev/null
-gocryptfs -q -passfile $w/pass $t/gcipher $w/gplain; mounts+=($w/gplain)
+gocryptfs -q -nosyslog -passfile $w/pass $t/gcipher $w/gplain; mounts+=($w/gplain)
 truncate -s ${size_mib}M $w/gplain/file
 goc_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/gplain/file 2>/dev/null || losetup -f --show $w/gplain/file)
 loops+=($goc_dev)

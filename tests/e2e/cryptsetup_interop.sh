@@ -94,6 +94,19 @@ for type in luks2 luks1; do
   cs_bad "$vol" "$W/p1"; cs_ok "$vol" "$W/p4" || fail "cryptsetup lost p4 after our luksKillSlot"
   cryptsetup luksDump "$vol" >/dev/null || fail "luksDump rejected the volume after keyslot changes"
 done
+for kdf in argon2i argon2id; do
+  step "$kdf keyslots (cheap: 4 passes, 32 KiB), both ways"
+  A=(--pbkdf "$kdf" --pbkdf-force-iterations 4 --pbkdf-memory 32)
+  vol=$W/$kdf.img; rm -f "$vol"; truncate -s 40M "$vol"
+  cryptsetup luksFormat -q "${A[@]}" --key-file "$W/p1" "$vol" </dev/null
+  ours=$("$CK" dump "$vol" --dump-volume-key --batch-mode --key-file "$W/p1" | keyhex)
+  theirs=$(cryptsetup luksDump --dump-volume-key -q --key-file "$W/p1" "$vol" | keyhex)
+  [ -n "$ours" ] && [ "$ours" = "$theirs" ] || fail "$kdf: volume keys differ on a cryptsetup volume"
+  "$CK" keyslot add "$vol" "$W/p2" --key-file "$W/p1" "${A[@]}"
+  cryptsetup luksDump "$vol" | grep -q "PBKDF:.*$kdf" || fail "$kdf: our keyslot is not $kdf"
+  cs_ok "$vol" "$W/p2" || fail "$kdf: cryptsetup rejected our $kdf keyslot"
+done
+
 step "detached headers (--header), both ways"
 rm -f "$W/data.img" "$W/hdr.img"; truncate -s 32M "$W/data.img"
 "$CK" format "$W/data.img" --header "$W/hdr.img" "${FAST[@]}" --key-file "$W/p1" --batch-mode

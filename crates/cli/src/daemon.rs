@@ -184,6 +184,20 @@ pub fn harden() {
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 }
 
+/// Locks the daemon's memory (mlockall, pages locked as they are touched):
+/// the key never reaches swap, and serving the loop device cannot wait on
+/// writeback through itself under memory pressure. Best effort: returns
+/// the error for the log.
+pub fn lock_memory() -> Result<(), std::io::Error> {
+    // SAFETY: mlockall has no memory-safety preconditions.
+    let r = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and the threads it
 /// starts later), so that [`wait_signal`] receives them.
 pub fn block_signals() {

@@ -44,6 +44,11 @@ impl CipherFile {
         Ok(CipherFile::new(f, path))
     }
 
+    /// The path it was opened by.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The underlying file.
     pub fn file(&self) -> &File {
         &self.file

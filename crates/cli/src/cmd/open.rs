@@ -138,9 +138,10 @@ pub fn run(a: Args) -> CliResult {
         | (Some(TypeArg::Luks2), LuksVersion::V2)
         | (Some(TypeArg::Luks) | None, _) => {}
         (Some(t), v) => {
+            let want = format!("{t:?}").to_uppercase();
             return Err(CliError::new(
                 Code::NotFound,
-                format!("the volume is {}, not {t:?}", common::version_name(v)),
+                format!("the volume is {}, not {want}", common::version_name(v)),
                 place,
                 "leave out --type or use --type luks",
             ))
@@ -257,6 +258,12 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
             }
         }
         Ok(Forked::Parent { child, rx }) => {
+            if crate::passphrase::stderr_is_tty() {
+                eprintln!(
+                    "cryptkeep: unlocking {} (the keyslot KDF runs in the daemon)...",
+                    ctx.volume.display()
+                );
+            }
             drop(ctx);
             if let Err(e) = daemon::wait_ready(rx, &log) {
                 daemon::terminate(child, 10);

@@ -66,6 +66,10 @@ pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
         .map_err(|e| from_luks(e, &place))?;
     drop(ctx.pass);
     eprintln!("cryptkeep: keyslot {slot} unlocked ({place})");
+    // After the KDF (whose memory is freed by now), before serving.
+    if let Err(e) = daemon::lock_memory() {
+        eprintln!("cryptkeep: warning: cannot lock memory (mlockall): {e}");
+    }
     let cipher = new_sector_cipher(&ctx.seg.cipher, vk.as_slice(), ctx.backend)
         .map_err(|e| from_crypto(&e, &place))?;
     drop(vk);

@@ -89,6 +89,14 @@ impl OverlayFs {
         self.open_inode(ino).ok_or(Errno::EBADF)
     }
 
+    /// The attributes of an open inode, from its descriptor.
+    pub(crate) fn open_attr(&self, ino: u64) -> Option<fuser::FileAttr> {
+        let f = self.open_inode(ino)?;
+        let cf = f.lock().ok()?;
+        let m = cf.file().metadata().ok()?;
+        Some(super::attr::attr(&self.cd, cf.path(), &m, self.root_ino))
+    }
+
     fn open_inode(&self, ino: u64) -> Option<Arc<Mutex<CipherFile>>> {
         self.files
             .inodes

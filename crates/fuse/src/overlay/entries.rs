@@ -6,7 +6,7 @@
 use cryptkeep_overlay::diriv::DIRIV_NAME;
 use cryptkeep_overlay::names::LONGNAME_SUFFIX;
 use cryptkeep_overlay::sys;
-use cryptkeep_overlay::{CipherName, NameMode};
+use cryptkeep_overlay::{CipherName, DirIv, NameMode};
 use fuser::{Errno, FileAttr, FileType, RenameFlags};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{DirEntryExt, PermissionsExt};
@@ -25,6 +25,29 @@ pub(crate) struct DirItem {
 type R<T> = Result<T, Errno>;
 
 impl OverlayFs {
+    /// The name tweak of cipher directory `dir`, cached (a directory's IV
+    /// never changes; the cache forgets directories that are removed or
+    /// moved).
+    pub(crate) fn dir_iv(&self, dir: &Path) -> R<DirIv> {
+        if let Some(iv) = self.dir_ivs.lock().map_err(|_| Errno::EIO)?.get(dir) {
+            return Ok(*iv);
+        }
+        let iv = self.cd.dir_iv(dir).map_err(|e| errno(&e))?;
+        let mut c = self.dir_ivs.lock().map_err(|_| Errno::EIO)?;
+        if c.len() > 100_000 {
+            c.clear();
+        }
+        c.insert(dir.to_path_buf(), iv);
+        Ok(iv)
+    }
+
+    /// Drops cached IVs of `dir` and everything below it.
+    fn forget_dir_ivs(&self, dir: &Path) {
+        if let Ok(mut c) = self.dir_ivs.lock() {
+            c.retain(|p, _| !p.starts_with(dir));
+        }
+    }
+
     /// The cipher path of inode `ino`.
     pub(crate) fn path_of(&self, ino: u64) -> R<PathBuf> {
         self.inodes
@@ -43,7 +66,7 @@ impl OverlayFs {
         {
             return Err(Errno::EPERM);
         }
-        let iv = self.cd.dir_iv(&dir).map_err(|e| errno(&e))?;
+        let iv = self.dir_iv(&dir)?;
         let cn = self.cd.encrypt_entry(&iv, name).map_err(|e| errno(&e))?;
         Ok((dir, cn))
     }
@@ -59,8 +82,12 @@ impl OverlayFs {
         Ok(a)
     }
 
-    /// Attributes of inode `ino` (no lookup recorded).
+    /// Attributes of inode `ino` (no lookup recorded). An open file is
+    /// stat'ed through its descriptor, so it keeps working after unlink.
     pub(crate) fn attr_of(&self, ino: u64) -> R<FileAttr> {
+        if let Some(a) = self.open_attr(ino) {
+            return Ok(a);
+        }
         let p = self.path_of(ino)?;
         let m = std::fs::symlink_metadata(&p).map_err(|e| io_errno(&e))?;
         Ok(attr(&self.cd, &p, &m, self.root_ino))
@@ -109,7 +136,9 @@ impl OverlayFs {
             Self::drop_long_name(&dir, &cn);
             return Err(io_errno(&e));
         }
-        if self.is_root {
+        // New entries belong to the caller (as root); u32::MAX = keep the
+        // owner (hard links share the existing inode's).
+        if self.is_root && uid != u32::MAX {
             let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(gid));
         }
         Ok((path.clone(), self.entry(&path)?))
@@ -182,7 +211,9 @@ impl OverlayFs {
     pub(crate) fn do_link(&self, ino: u64, newparent: u64, newname: &OsStr) -> R<FileAttr> {
         let src = self.path_of(ino)?;
         Ok(self
-            .create_entry(newparent, newname, 0, 0, |p| std::fs::hard_link(&src, p))?
+            .create_entry(newparent, newname, u32::MAX, u32::MAX, |p| {
+                std::fs::hard_link(&src, p)
+            })?
             .1)
     }
 
@@ -253,6 +284,7 @@ impl OverlayFs {
             return Err(Errno::ENOTDIR);
         }
         self.remove_dir(&path)?;
+        self.forget_dir_ivs(&path);
         Self::drop_long_name(&dir, &cn);
         self.inodes
             .lock()
@@ -279,6 +311,7 @@ impl OverlayFs {
         let (ndir, ncn) = self.child(newparent, newname)?;
         let (old, new) = (odir.join(&ocn.on_disk), ndir.join(&ncn.on_disk));
         let om = std::fs::symlink_metadata(&old).map_err(|e| io_errno(&e))?;
+        let target_exists = std::fs::symlink_metadata(&new).is_ok();
         if let Ok(nm) = std::fs::symlink_metadata(&new) {
             if flags.contains(RenameFlags::RENAME_NOREPLACE) {
                 return Err(Errno::EEXIST);
@@ -289,13 +322,22 @@ impl OverlayFs {
             // An empty target directory still holds its diriv: remove it first.
             if nm.is_dir() && om.is_dir() {
                 self.remove_dir(&new)?;
+                self.forget_dir_ivs(&new);
             }
         }
-        if let Some(long) = &ncn.long {
+        if ncn.long.is_some() {
+            // Same name, same content: replace a target's .name file (it
+            // is read-only, so remove and create rather than overwrite).
             let p = ndir.join(format!("{}{LONGNAME_SUFFIX}", ncn.on_disk));
-            std::fs::write(&p, long.as_bytes()).map_err(|e| io_errno(&e))?;
+            let _ = std::fs::remove_file(&p);
+            self.cd
+                .write_long_name(&ndir, &ncn)
+                .map_err(|e| errno(&e))?;
         }
         if let Err(e) = sys::rename2(&old, &new, flags.bits()) {
+            if !target_exists {
+                Self::drop_long_name(&ndir, &ncn);
+            }
             return Err(io_errno(&e));
         }
         if old != new {
@@ -304,7 +346,10 @@ impl OverlayFs {
         self.inodes
             .lock()
             .map_err(|_| Errno::EIO)?
-            .rename(&old, &new);
+            .rename(&old, &new, om.is_dir());
+        if om.is_dir() {
+            self.forget_dir_ivs(&old);
+        }
         Ok(())
     }
 
@@ -312,7 +357,7 @@ impl OverlayFs {
     /// Undecryptable names are skipped and logged, as gocryptfs does.
     pub(crate) fn snapshot_dir(&self, ino: u64) -> R<Vec<DirItem>> {
         let dir = self.path_of(ino)?;
-        let iv = self.cd.dir_iv(&dir).map_err(|e| errno(&e))?;
+        let iv = self.dir_iv(&dir)?;
         let mut items = vec![
             DirItem {
                 ino,

@@ -26,6 +26,7 @@ use super::inodes::Inodes;
 pub(crate) struct OverlayFs {
     pub(crate) cd: Arc<CipherDir>,
     pub(crate) inodes: Mutex<Inodes>,
+    pub(crate) dir_ivs: Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv>>,
     pub(crate) files: OpenFiles,
     dirs: Mutex<HashMap<u64, Arc<Vec<DirItem>>>>,
     next_dir: AtomicU64,
@@ -44,6 +45,7 @@ impl OverlayFs {
         let root_ino = std::fs::metadata(cd.root())?.ino();
         Ok(OverlayFs {
             inodes: Mutex::new(Inodes::new(cd.root())),
+            dir_ivs: Mutex::new(HashMap::new()),
             files: OpenFiles::default(),
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
@@ -448,6 +450,35 @@ impl Filesystem for OverlayFs {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.do_removexattr(ino.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        // Mode 0 (allocate and extend) grows the file like gocryptfs does;
+        // punching holes and keep-size preallocation are not offered.
+        if mode != 0 {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let r = self.attr_of(ino.0).and_then(|a| {
+            let end = offset.saturating_add(length);
+            if end > a.size {
+                self.truncate(ino.0, end)
+            } else {
+                Ok(())
+            }
+        });
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -14,10 +14,11 @@ struct Node {
     lookups: u64,
 }
 
-/// Inode number → cipher paths.
+/// Inode number → cipher paths, with the reverse index.
 #[derive(Debug)]
 pub(crate) struct Inodes {
     nodes: HashMap<u64, Node>,
+    by_path: HashMap<PathBuf, u64>,
 }
 
 impl Inodes {
@@ -31,7 +32,9 @@ impl Inodes {
                 lookups: 1,
             },
         );
-        Inodes { nodes }
+        let mut by_path = HashMap::new();
+        by_path.insert(root.to_path_buf(), ROOT_INO);
+        Inodes { nodes, by_path }
     }
 
     /// A cipher path of `ino`.
@@ -41,6 +44,14 @@ impl Inodes {
 
     /// Records a kernel lookup of `ino` at `path`.
     pub(crate) fn looked_up(&mut self, ino: u64, path: &Path) {
+        if let Some(old) = self.by_path.insert(path.to_path_buf(), ino) {
+            if old != ino {
+                // The name now belongs to another inode.
+                if let Some(n) = self.nodes.get_mut(&old) {
+                    n.paths.retain(|p| p != path);
+                }
+            }
+        }
         let n = self.nodes.entry(ino).or_default();
         n.lookups += 1;
         if let Some(i) = n.paths.iter().position(|p| p == path) {
@@ -59,29 +70,62 @@ impl Inodes {
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.lookups = n.lookups.saturating_sub(count);
             if n.lookups == 0 {
-                self.nodes.remove(&ino);
+                if let Some(n) = self.nodes.remove(&ino) {
+                    for p in n.paths {
+                        if self.by_path.get(&p) == Some(&ino) {
+                            self.by_path.remove(&p);
+                        }
+                    }
+                }
             }
         }
     }
 
     /// `path` no longer exists (unlink, rmdir, replaced by a rename).
     pub(crate) fn remove_path(&mut self, path: &Path) {
-        for n in self.nodes.values_mut() {
-            n.paths.retain(|p| p != path);
+        if let Some(ino) = self.by_path.remove(path) {
+            if let Some(n) = self.nodes.get_mut(&ino) {
+                n.paths.retain(|p| p != path);
+            }
         }
     }
 
-    /// `old` was renamed to `new`: rewrite it and everything below it.
-    pub(crate) fn rename(&mut self, old: &Path, new: &Path) {
+    /// `old` was renamed to `new`: rewrite it, and everything below it
+    /// when it is a directory (`is_dir`).
+    pub(crate) fn rename(&mut self, old: &Path, new: &Path, is_dir: bool) {
         self.remove_path(new);
-        for n in self.nodes.values_mut() {
-            for p in n.paths.iter_mut() {
-                if let Ok(rest) = p.strip_prefix(old) {
-                    *p = if rest.as_os_str().is_empty() {
-                        new.to_path_buf()
-                    } else {
-                        new.join(rest)
-                    };
+        if !is_dir {
+            if let Some(ino) = self.by_path.remove(old) {
+                self.by_path.insert(new.to_path_buf(), ino);
+                if let Some(n) = self.nodes.get_mut(&ino) {
+                    for p in n.paths.iter_mut().filter(|p| p.as_path() == old) {
+                        *p = new.to_path_buf();
+                    }
+                }
+            }
+            return;
+        }
+        let moved: Vec<(PathBuf, u64)> = self
+            .by_path
+            .iter()
+            .filter(|(p, _)| p.starts_with(old))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
+        for (p, ino) in moved {
+            let rest = p
+                .strip_prefix(old)
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            let np = if rest.as_os_str().is_empty() {
+                new.to_path_buf()
+            } else {
+                new.join(rest)
+            };
+            self.by_path.remove(&p);
+            self.by_path.insert(np.clone(), ino);
+            if let Some(n) = self.nodes.get_mut(&ino) {
+                for q in n.paths.iter_mut().filter(|q| **q == p) {
+                    *q = np.clone();
                 }
             }
         }
@@ -98,13 +142,15 @@ mod tests {
         t.looked_up(5, Path::new("/c/a"));
         t.looked_up(6, Path::new("/c/a/b"));
         t.looked_up(7, Path::new("/c/ab"));
-        t.rename(Path::new("/c/a"), Path::new("/c/z"));
+        t.rename(Path::new("/c/a"), Path::new("/c/z"), true);
         assert_eq!(t.path(5).unwrap(), Path::new("/c/z"));
         assert_eq!(t.path(6).unwrap(), Path::new("/c/z/b"));
         assert_eq!(t.path(7).unwrap(), Path::new("/c/ab"));
         t.looked_up(7, Path::new("/c/hard"));
         t.remove_path(Path::new("/c/hard"));
         assert_eq!(t.path(7).unwrap(), Path::new("/c/ab"));
+        t.rename(Path::new("/c/ab"), Path::new("/c/ac"), false);
+        assert_eq!(t.path(7).unwrap(), Path::new("/c/ac"));
         t.forget(7, 2);
         assert!(t.path(7).is_none());
         t.forget(ROOT_INO, 10);

@@ -122,10 +122,24 @@ impl OverlayMount {
         if !is_mounted(&self.mountpoint) {
             return Ok(());
         }
-        unmount_path(&self.mountpoint).map_err(|source| Error::Unmount {
-            path: self.mountpoint.clone(),
-            source,
-        })
+        // Busy right after the last close is common (releases and
+        // write-back still in flight): retry for up to two seconds.
+        let mut tries = 0;
+        loop {
+            match unmount_path(&self.mountpoint) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 40 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(source) => {
+                    return Err(Error::Unmount {
+                        path: self.mountpoint.clone(),
+                        source,
+                    })
+                }
+            }
+        }
     }
 
     /// Blocks until the file system is unmounted from outside.

@@ -1,0 +1,300 @@
+//! POSIX behaviour of the overlay mount checked against the same steps on
+//! tmpfs (/dev/shm): every step's outcome (result, error, sizes, link
+//! counts, modes, times, xattrs, mmap) must be identical.
+
+#[path = "../../overlay/tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
+use cryptkeep_overlay::{CipherDir, InitOptions};
+use std::ffi::CString;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+fn res<T: std::fmt::Debug>(r: std::io::Result<T>) -> String {
+    match r {
+        Ok(v) => format!("ok {v:?}"),
+        Err(e) => format!("err {:?}", e.raw_os_error()),
+    }
+}
+
+fn meta(p: &Path) -> String {
+    match fs::symlink_metadata(p) {
+        Ok(m) => format!(
+            "size={} nlink={} mode={:o} dir={} link={}",
+            m.len(),
+            m.nlink(),
+            m.mode() & 0o7777,
+            m.is_dir(),
+            m.file_type().is_symlink()
+        ),
+        Err(e) => format!("err {:?}", e.raw_os_error()),
+    }
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// The steps; returns one line per observation.
+fn steps(root: &Path) -> Vec<String> {
+    let mut o = Vec::new();
+    let p = |n: &str| root.join(n);
+    // Create, write, append.
+    fs::write(p("a"), b"hello").unwrap();
+    o.push(meta(&p("a")));
+    let mut f = fs::OpenOptions::new().append(true).open(p("a")).unwrap();
+    f.write_all(b" world").unwrap();
+    f.write_all(&[b'!'; 5000]).unwrap();
+    drop(f);
+    o.push(format!("{:?}", &fs::read(p("a")).unwrap()[..11]));
+    o.push(meta(&p("a")));
+    // Rename over an existing file.
+    fs::write(p("b"), b"old b").unwrap();
+    o.push(res(fs::rename(p("a"), p("b"))));
+    o.push(meta(&p("a")));
+    o.push(meta(&p("b")));
+    // Hard links.
+    o.push(res(fs::hard_link(p("b"), p("c"))));
+    o.push(meta(&p("b")));
+    o.push(res(fs::remove_file(p("c"))));
+    o.push(meta(&p("b")));
+    // A hard link keeps the inode's owner.
+    fs::write(p("own"), b"o").unwrap();
+    std::os::unix::fs::lchown(p("own"), Some(1234), Some(1234)).unwrap();
+    o.push(res(fs::hard_link(p("own"), p("own2"))));
+    let m = fs::metadata(p("own2")).unwrap();
+    o.push(format!("owner {} {} nlink {}", m.uid(), m.gid(), m.nlink()));
+    // Unlink of an open file.
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p("b"))
+        .unwrap();
+    o.push(res(fs::remove_file(p("b"))));
+    o.push(meta(&p("b")));
+    let mut s = String::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    Read::by_ref(&mut f)
+        .take(11)
+        .read_to_string(&mut s)
+        .unwrap();
+    o.push(s);
+    f.write_all_at(b"still writable", 0).unwrap();
+    o.push(format!("fstat size {}", f.metadata().unwrap().len()));
+    drop(f);
+    // Truncate up (a hole) and down.
+    fs::write(p("t"), b"0123456789").unwrap();
+    let f = fs::OpenOptions::new().write(true).open(p("t")).unwrap();
+    f.set_len(20000).unwrap();
+    drop(f);
+    let d = fs::read(p("t")).unwrap();
+    o.push(format!(
+        "{} {:?} zeros={}",
+        d.len(),
+        &d[..10],
+        d[10..].iter().all(|&b| b == 0)
+    ));
+    let f = fs::OpenOptions::new().write(true).open(p("t")).unwrap();
+    f.set_len(3).unwrap();
+    drop(f);
+    o.push(format!("{:?}", fs::read(p("t")).unwrap()));
+    // Read past the end.
+    let f = fs::File::open(p("t")).unwrap();
+    let mut buf = [0u8; 10];
+    o.push(res(f.read_at(&mut buf, 100)));
+    drop(f);
+    // Directories.
+    o.push(res(fs::create_dir(p("d"))));
+    o.push(res(fs::create_dir(p("d"))));
+    fs::write(p("d/x"), b"x").unwrap();
+    o.push(res(fs::remove_dir(p("d"))));
+    fs::create_dir(p("e")).unwrap();
+    o.push(res(fs::rename(p("e"), p("d"))));
+    o.push(res(fs::rename(p("d"), p("e"))));
+    o.push(meta(&p("e/x")));
+    o.push(res(fs::remove_file(p("e/x"))));
+    o.push(res(fs::remove_dir(p("e"))));
+    o.push(meta(&p("e")));
+    // Names.
+    o.push(res(fs::write(p(&"n".repeat(255)), b"max")));
+    o.push(res(fs::write(p(&"n".repeat(256)), b"too long")));
+    o.push(res(fs::File::open(p("missing"))));
+    o.push(res(fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(p("t"))
+        .map(|_| ())));
+    // Symlinks.
+    o.push(res(std::os::unix::fs::symlink("t", p("s"))));
+    o.push(meta(&p("s")));
+    o.push(res(fs::read_link(p("s"))));
+    o.push(res(fs::read(p("s"))));
+    // Modes and times.
+    o.push(res(fs::set_permissions(
+        p("t"),
+        fs::Permissions::from_mode(0o640),
+    )));
+    o.push(meta(&p("t")));
+    let ts = [
+        libc::timespec {
+            tv_sec: 1_000_000_000,
+            tv_nsec: 5,
+        },
+        libc::timespec {
+            tv_sec: 1_200_000_000,
+            tv_nsec: 7,
+        },
+    ];
+    // SAFETY: valid path and two timespecs.
+    let r = unsafe { libc::utimensat(libc::AT_FDCWD, cstr(&p("t")).as_ptr(), ts.as_ptr(), 0) };
+    o.push(format!("utimensat {r}"));
+    let m = fs::metadata(p("t")).unwrap();
+    o.push(format!(
+        "atime {} {} mtime {} {}",
+        m.atime(),
+        m.atime_nsec(),
+        m.mtime(),
+        m.mtime_nsec()
+    ));
+    // Xattrs.
+    set_xattr(&p("t"), "user.k", b"v1");
+    let n = CString::new("user.k").unwrap();
+    let mut v = [0u8; 16];
+    // SAFETY: valid strings and buffer.
+    let k = unsafe {
+        libc::getxattr(
+            cstr(&p("t")).as_ptr(),
+            n.as_ptr(),
+            v.as_mut_ptr().cast(),
+            v.len(),
+        )
+    };
+    o.push(format!("getxattr {k} {:?}", &v[..k.max(0) as usize]));
+    // SAFETY: valid strings.
+    let r = unsafe { libc::removexattr(cstr(&p("t")).as_ptr(), n.as_ptr()) };
+    // SAFETY: valid strings and buffer.
+    let k = unsafe {
+        libc::getxattr(
+            cstr(&p("t")).as_ptr(),
+            n.as_ptr(),
+            v.as_mut_ptr().cast(),
+            v.len(),
+        )
+    };
+    o.push(format!(
+        "removexattr {r} then getxattr {k} {:?}",
+        std::io::Error::last_os_error().raw_os_error()
+    ));
+    // fallocate (mode 0) extends.
+    let f = fs::OpenOptions::new().write(true).open(p("t")).unwrap();
+    // SAFETY: a valid descriptor.
+    let r = unsafe { libc::fallocate(f.as_raw_fd_(), 0, 0, 9000) };
+    drop(f);
+    o.push(format!("fallocate {r} {}", meta(&p("t"))));
+    // mmap-backed writes.
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(p("m"))
+        .unwrap();
+    f.set_len(10000).unwrap();
+    // SAFETY: mapping 10000 bytes of a file of that size, shared, then
+    // writing inside it and unmapping before the file is closed.
+    unsafe {
+        let a = libc::mmap(
+            std::ptr::null_mut(),
+            10000,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd_(),
+            0,
+        );
+        assert_ne!(a, libc::MAP_FAILED);
+        let s = std::slice::from_raw_parts_mut(a.cast::<u8>(), 10000);
+        s[5000..5005].copy_from_slice(b"mmapd");
+        assert_eq!(libc::msync(a, 10000, libc::MS_SYNC), 0);
+        libc::munmap(a, 10000);
+    }
+    drop(f);
+    o.push(format!("{:?}", &fs::read(p("m")).unwrap()[4999..5006]));
+    // Listing.
+    let mut names: Vec<String> = fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "gocryptfs.conf")
+        .collect();
+    names.sort();
+    o.push(names.join(","));
+    o
+}
+
+trait RawFd {
+    fn as_raw_fd_(&self) -> i32;
+}
+impl RawFd for fs::File {
+    fn as_raw_fd_(&self) -> i32 {
+        std::os::unix::io::AsRawFd::as_raw_fd(self)
+    }
+}
+
+#[test]
+fn same_as_tmpfs() {
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "this test needs tmpfs at /dev/shm");
+    let tm = shm.join(format!("ck-posix-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tm);
+    fs::create_dir(&tm).unwrap();
+    let want = steps(&tm);
+    let _ = fs::remove_dir_all(&tm);
+    // The script does reach the interesting errors.
+    for e in [
+        "err Some(36)",
+        "err Some(39)",
+        "err Some(17)",
+        "err Some(2)",
+    ] {
+        assert!(want.iter().any(|l| l == e), "tmpfs run lacks {e}: {want:?}");
+    }
+
+    let t = TempDir::new("ovl-posix");
+    let cipher = t.join("cipher");
+    let opts = InitOptions {
+        scrypt_log_n: 10,
+        ..InitOptions::default()
+    };
+    let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &opts).unwrap();
+    let mnt = t.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &OverlayOptions::default()).unwrap();
+    let got = steps(m.mountpoint());
+    m.unmount().unwrap();
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(w, g, "step {i} differs (tmpfs vs overlay)");
+    }
+    assert_eq!(want.len(), got.len());
+    fsck_ok(&t, &cipher);
+}
+
+fn fsck_ok(t: &TempDir, cipher: &Path) {
+    let pf = t.passfile();
+    let out = std::process::Command::new("gocryptfs")
+        .args(["-fsck", "-q", "-passfile"])
+        .arg(&pf)
+        .arg(cipher)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fsck: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
