@@ -7,8 +7,8 @@
 //! without device-mapper.
 
 pub mod block;
-pub mod overlay;
 mod error;
+pub mod overlay;
 
 pub use block::{
     block_file_path, mount_block_file, mount_block_file_with, BlockFileMount, BlockFileOptions,

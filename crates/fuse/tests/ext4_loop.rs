@@ -25,7 +25,7 @@ fn file_path(root: &Path, i: usize) -> std::path::PathBuf {
 }
 
 fn kept(i: usize, discards: bool) -> bool {
-    !discards || i % 3 != 0
+    !discards || !i.is_multiple_of(3)
 }
 
 #[test]

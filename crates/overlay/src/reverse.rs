@@ -51,7 +51,8 @@ pub fn block_iv(block0: &[u8; 16], n: u64) -> [u8; 16] {
     iv
 }
 
-fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
+/// `parent/name` for cipher-relative paths (`name` alone at the root).
+pub fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
     if parent.is_empty() {
         name.to_vec()
     } else {
@@ -109,7 +110,8 @@ impl CipherDir {
         Ok((cd, mk))
     }
 
-    fn reverse_dir_iv(&self, cipher_rel: &[u8]) -> DirIv {
+    /// The directory IV of the directory whose cipher path is `cipher_rel`.
+    pub fn reverse_dir_iv(&self, cipher_rel: &[u8]) -> DirIv {
         match self.names().mode() {
             NameMode::Eme { diriv: true } => DirIv(derive_iv(cipher_rel, "DIRIV")),
             _ => DirIv([0u8; 16]),
@@ -193,6 +195,74 @@ impl CipherDir {
         let mut out = vec![0u8; target.len() + c.block_overhead()];
         c.encrypt_block_with_nonce(0, None, &nonce, target, &mut out)?;
         Ok(self.names().b64_encode(&out))
+    }
+
+    /// Reads `len` bytes at cipher offset `off` of the reverse-mode cipher
+    /// file for the open plaintext file `f` (plaintext size `plain_size`)
+    /// whose cipher path is `crel`.
+    pub fn reverse_read(
+        &self,
+        f: &File,
+        plain_size: u64,
+        crel: &[u8],
+        off: u64,
+        len: usize,
+    ) -> Result<Vec<u8>> {
+        let c = self.content();
+        let total = c.cipher_size(plain_size);
+        if off >= total || len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = total.min(off + len as u64);
+        let id: FileId = derive_iv(crel, "FILEID");
+        let block0 = derive_iv(crel, "BLOCK0IV");
+        let mut out = Vec::with_capacity((end - off) as usize);
+        let mut pos = off;
+        if pos < HEADER_LEN as u64 {
+            let h = FileHeader { id }.to_bytes();
+            let stop = end.min(HEADER_LEN as u64);
+            out.extend_from_slice(&h[pos as usize..stop as usize]);
+            pos = stop;
+        }
+        let cbs = c.cipher_bs() as u64;
+        let mut pbuf = vec![0u8; PLAIN_BS];
+        let mut cbuf = vec![0u8; c.cipher_bs()];
+        while pos < end {
+            let block = (pos - HEADER_LEN as u64) / cbs;
+            let skip = ((pos - HEADER_LEN as u64) % cbs) as usize;
+            let n = read_full(f, &mut pbuf, block * PLAIN_BS as u64)
+                .map_err(|e| Error::io("read", self.root(), e))?;
+            if n == 0 {
+                break;
+            }
+            let clen = n + c.block_overhead();
+            c.encrypt_block_with_nonce(
+                block,
+                Some(&id),
+                &block_iv(&block0, block),
+                &pbuf[..n],
+                &mut cbuf[..clen],
+            )?;
+            let take = (clen - skip).min((end - pos) as usize);
+            out.extend_from_slice(&cbuf[skip..skip + take]);
+            pos += take as u64;
+            if n < PLAIN_BS {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The cipher name and (for hashed names) `.name` content of plaintext
+    /// entry `name` in the directory whose cipher path is `crel`.
+    pub fn reverse_name(&self, crel: &[u8], name: &std::ffi::OsStr) -> Result<crate::CipherName> {
+        if crel.is_empty() && name.as_bytes() == CONF_REVERSE_NAME.as_bytes() {
+            return Ok(crate::CipherName {
+                on_disk: CONF_NAME.to_string(),
+                long: None,
+            });
+        }
+        self.encrypt_entry(&self.reverse_dir_iv(crel), name)
     }
 
     /// Writes the reverse-mode cipher file for plaintext `src` at cipher

@@ -56,7 +56,7 @@ impl Engine {
                 "sector size {ss} is not 512, 1024, 2048 or 4096"
             )));
         }
-        if data_size % ss as u64 != 0 {
+        if !data_size.is_multiple_of(ss as u64) {
             return Err(Error::Geometry(format!(
                 "data segment of {data_size} bytes is not a whole number of {ss}-byte sectors"
             )));

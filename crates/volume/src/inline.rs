@@ -44,7 +44,7 @@ impl InlineCrypt {
     }
 
     fn check(&self, buf: &[u8]) -> Result<(), Error> {
-        if self.sector_size < IV_SECTOR || buf.len() % self.sector_size != 0 {
+        if self.sector_size < IV_SECTOR || !buf.len().is_multiple_of(self.sector_size) {
             return Err(Error::Crypt(format!(
                 "buffer of {} bytes is not a whole number of {}-byte sectors",
                 buf.len(),

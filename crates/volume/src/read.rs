@@ -20,7 +20,7 @@ impl Engine {
         let ss = self.sector_size as u64;
         let first = off / ss;
         let end = off + len as u64;
-        if off % ss == 0 && end % ss == 0 {
+        if off.is_multiple_of(ss) && end.is_multiple_of(ss) {
             let out = &mut buf[..len];
             read_exact(&self.file, out, self.data_offset + off)?;
             self.crypt_run(Dir::Decrypt, first, out)?;

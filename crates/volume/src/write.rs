@@ -39,8 +39,9 @@ impl Engine {
         let last = end.div_ceil(ss); // exclusive
         let start_b = first * ss;
         let span = ((last - first) * ss) as usize;
-        let head_partial = off % ss != 0 || (last - first == 1 && end % ss != 0);
-        let tail_partial = end % ss != 0;
+        let head_partial =
+            !off.is_multiple_of(ss) || (last - first == 1 && !end.is_multiple_of(ss));
+        let tail_partial = !end.is_multiple_of(ss);
         let tail_b = (last - 1) * ss;
         let _claim = self.locks.acquire(Claim {
             start: start_b,

@@ -144,7 +144,7 @@ pub fn run(a: Args) -> CliResult {
                 format!("the volume is {}, not {want}", common::version_name(v)),
                 place,
                 "leave out --type or use --type luks",
-            ))
+            ));
         }
     }
     let seg = luks.segment().map_err(|e| from_luks(e, &place))?;

@@ -5,6 +5,8 @@
 //! `cryptkeep_overlay`; inode numbers are the backing files' (hard links
 //! stay hard links); each open inode has one cipher file behind one lock,
 //! so read-modify-write of partial blocks is never interleaved.
+//! [`mount_reverse`] shows the read-only reverse view (gocryptfs
+//! `-reverse`) of a plaintext directory.
 
 mod attr;
 mod data;
@@ -12,9 +14,10 @@ mod entries;
 mod fs;
 mod inodes;
 mod mount;
+mod reverse;
 mod xattr;
 
-pub use mount::{mount_overlay, OverlayMount};
+pub use mount::{mount_overlay, mount_reverse, OverlayMount};
 
 /// How to mount the overlay.
 #[derive(Debug, Clone)]

@@ -64,6 +64,36 @@ pub fn mount_overlay(
     if !canonical.is_dir() {
         return Err(bad("not a directory".into()));
     }
+    let fs = OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
+    mount_fs(fs, canonical, opts)
+}
+
+/// Mounts the read-only reverse view (gocryptfs `-reverse`) of the
+/// plaintext directory behind `cd` (opened with
+/// [`CipherDir::open_reverse`]) at `mountpoint`.
+pub fn mount_reverse(
+    cd: Arc<CipherDir>,
+    mountpoint: &Path,
+    opts: &OverlayOptions,
+) -> Result<OverlayMount, Error> {
+    let canonical = mountpoint.canonicalize().map_err(|e| Error::Mountpoint {
+        path: mountpoint.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let opts = OverlayOptions {
+        read_only: true,
+        writeback_cache: false,
+        ..opts.clone()
+    };
+    let fs = super::reverse::ReverseFs::new(cd).map_err(Error::Session)?;
+    mount_fs(fs, canonical, &opts)
+}
+
+fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
+    fs: F,
+    canonical: PathBuf,
+    opts: &OverlayOptions,
+) -> Result<OverlayMount, Error> {
     let mut options = vec![
         MountOption::FSName(opts.fs_name.clone()),
         MountOption::Subtype("cryptkeep-fs".into()),
@@ -85,7 +115,6 @@ pub fn mount_overlay(
     };
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
-    let fs = OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
     let session = Session::new(fs, &canonical, &config).map_err(|source| Error::Mount {
         path: canonical.clone(),
         source,

@@ -53,7 +53,7 @@ pub fn storage_params(
         }
     }
     let data = data_offset.unwrap_or(0);
-    if data % 512 != 0 {
+    if !data.is_multiple_of(512) {
         return Err(Error::InvalidArgument(format!(
             "data offset {data} must be a multiple of 512 bytes"
         )));

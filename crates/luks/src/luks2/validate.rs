@@ -34,7 +34,7 @@ pub fn validate(m: &Metadata, hdr_size: u64) -> Result<(), Error> {
         )));
     }
     let ks_size = m.config.keyslots_size.0;
-    if ks_size % 4096 != 0 || ks_size > MAX_KEYSLOTS_SIZE {
+    if !ks_size.is_multiple_of(4096) || ks_size > MAX_KEYSLOTS_SIZE {
         return Err(bad(format!(
             "config.keyslots_size {ks_size} must be a multiple of 4096 and at most {MAX_KEYSLOTS_SIZE}"
         )));
