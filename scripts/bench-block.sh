@@ -3,7 +3,7 @@
 # (bs=1M, iodepth=64, libaio, 2 jobs, direct), dd bs=100M count=1 conv=fdatasync
 # into ext4, and hdparm -t, on three loop devices over files on one tmpfs:
 #   cryptkeep  - cryptkeep's FUSE volume file, direct-I/O loop (what `cryptkeep open` makes)
-#   bindfs     - a plain file through a bindfs FUSE passthrough, direct-I/O loop (the ceiling)
+#   bindfs     - a plain file through a multithreaded bindfs FUSE passthrough, direct-I/O loop (the ceiling)
 #   gocryptfs  - a file inside a gocryptfs mount, loop device (a user-space encrypted peer)
 # All in the same run, interleaved, REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
@@ -49,7 +49,7 @@ printf 'bench' > $w/pass
 ck_dev=$("$ck" open $t/ck.img bench --key-file $w/pass "${keep_args[@]}")
 # bindfs passthrough of a plain file
 mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
-bindfs $t/plain $w/bindfs; mounts+=($w/bindfs)
+bindfs --multithreaded $t/plain $w/bindfs; mounts+=($w/bindfs)
 bind_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/bindfs/file); loops+=($bind_dev)
 # gocryptfs
 mkdir -p $t/gcipher $w/gplain
@@ -67,7 +67,8 @@ print(round((j['write']['bw'] if '$2'=='write' else j['read']['bw'])/1024))"
 }
 dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   local m=$w/mnt-dd
-  mkfs.ext4 -q -F $1; mkdir -p $m; mount $1 $m
+  # no lazy init: its background zeroing would race the timed write
+  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 $1; mkdir -p $m; mount $1 $m
   local s e; s=$(date +%s.%N)
   dd if=/dev/zero of=$m/tempfile bs=100M count=1 conv=fdatasync 2>/dev/null
   e=$(date +%s.%N); umount $m
