@@ -74,6 +74,9 @@ enum Command {
     /// Exit 0 if VOLUME is a LUKS volume, 4 if not (cryptsetup isLuks).
     #[command(name = "isLuks")]
     IsLuks(isluks::Args),
+    /// gocryptfs-compatible encrypted directories: init, mount, umount, passwd, info, fsck.
+    #[command(subcommand)]
+    Fs(fs::FsCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,10 +123,18 @@ fn run(cli: Cli) -> exit::CliResult {
         }
         Command::Benchmark(a) => benchmark::run(a),
         Command::IsLuks(a) => isluks::run(a),
+        Command::Fs(c) => fs::run(c),
     }
 }
 
 fn main() {
+    // Like C tools, end quietly when the reader of stdout goes away
+    // (`cryptkeep dump X | head`) instead of panicking in println!.
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is
+    // a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -5,6 +5,7 @@ pub mod close;
 pub mod common;
 pub mod dump;
 pub mod format;
+pub mod fs;
 pub mod header_backup;
 pub mod header_restore;
 pub mod isluks;

@@ -1,0 +1,266 @@
+//! `cryptkeep fs mount CIPHERDIR MOUNTPOINT` (gocryptfs's default verb):
+//! the plaintext view of a cipher directory (or with `--reverse` the
+//! read-only ciphertext view of a plaintext directory) as a FUSE mount.
+//!
+//! In the background by default, like gocryptfs: the password is read
+//! first, then the process forks; the daemon unlocks, mounts and reports
+//! success or its error through a pipe, and the parent exits with that
+//! result. The daemon serves until the mount is unmounted (`fs umount`,
+//! `fusermount3 -u`) or it gets SIGTERM/SIGINT/SIGHUP, which unmount.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args as ClapArgs;
+use cryptkeep_fuse::overlay::{mount_overlay, mount_reverse, OverlayMount, OverlayOptions};
+use cryptkeep_overlay::{CipherDir, Config, MasterKey};
+
+use super::common::{
+    self, from_fuse, from_overlay, need_dir, PassArgs, CONF_NAME, CONF_REVERSE_NAME,
+};
+use crate::daemon::{self, Forked};
+use crate::exit::{CliError, CliResult, Code};
+use crate::passphrase::Passphrase;
+
+/// Options of `fs mount`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The cipher directory (with --reverse: the plaintext directory).
+    pub cipherdir: PathBuf,
+    /// An existing directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Mount read-only.
+    #[arg(long)]
+    pub ro: bool,
+    /// Show the read-only encrypted view of a plaintext directory
+    /// (created with `fs init --reverse`).
+    #[arg(long)]
+    pub reverse: bool,
+    /// Unlock with the master key (hex, dashes allowed) instead of a password.
+    #[arg(long, value_name = "HEX", conflicts_with_all = ["passfile", "extpass"])]
+    pub masterkey: Option<String>,
+    /// Stay in the foreground until unmounted or interrupted.
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    /// Let other users access the mount (needs user_allow_other for non-root).
+    #[arg(long = "allow-other")]
+    pub allow_other: bool,
+    /// FUSE dispatch threads.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
+    #[command(flatten)]
+    pub pass: PassArgs,
+}
+
+/// The secret that unlocks the directory, read before forking.
+enum Secret {
+    Password(Passphrase),
+    Key(MasterKey),
+}
+
+/// Everything the serving process needs.
+struct MountCtx {
+    cipherdir: PathBuf,
+    mountpoint: PathBuf,
+    reverse: bool,
+    secret: Secret,
+    opts: OverlayOptions,
+}
+
+/// Runs `fs mount`.
+pub fn run(a: Args) -> CliResult {
+    need_dir(&a.cipherdir, "cipher directory")?;
+    need_dir(&a.mountpoint, "mount point")?;
+    let mountpoint = a.mountpoint.canonicalize().map_err(|e| {
+        CliError::io(
+            "cannot resolve the mount point",
+            a.mountpoint.display().to_string(),
+            &e,
+        )
+    })?;
+    let cipherdir = a.cipherdir.canonicalize().map_err(|e| {
+        CliError::io(
+            "cannot resolve the cipher directory",
+            a.cipherdir.display().to_string(),
+            &e,
+        )
+    })?;
+    if common::is_mounted(&mountpoint) {
+        return Err(CliError::new(
+            Code::Busy,
+            "something is already mounted there",
+            mountpoint.display().to_string(),
+            "unmount it first: cryptkeep fs umount MOUNTPOINT",
+        ));
+    }
+    if mountpoint.starts_with(&cipherdir) && !a.reverse {
+        return Err(CliError::usage(
+            "the mount point is inside the cipher directory",
+            mountpoint.display().to_string(),
+            "mount somewhere outside CIPHERDIR",
+        ));
+    }
+    // Refuse a missing or unreadable config before asking for a password.
+    let conf = cipherdir.join(if a.reverse {
+        CONF_REVERSE_NAME
+    } else {
+        CONF_NAME
+    });
+    Config::load(&conf).map_err(|e| from_overlay(e, &conf))?;
+    let secret = match &a.masterkey {
+        Some(hex) => Secret::Key(MasterKey::from_hex(hex).map_err(|e| from_overlay(e, &conf))?),
+        None => Secret::Password(a.pass.read("Password: ", false)?),
+    };
+    let ctx = MountCtx {
+        cipherdir: cipherdir.clone(),
+        mountpoint,
+        reverse: a.reverse,
+        secret,
+        opts: OverlayOptions {
+            read_only: a.ro || a.reverse,
+            allow_other: a.allow_other,
+            threads: a.threads as usize,
+            fs_name: cipherdir.display().to_string(),
+            ..OverlayOptions::default()
+        },
+    };
+    if a.foreground {
+        foreground(ctx)
+    } else {
+        background(ctx)
+    }
+}
+
+/// Unlocks and mounts (the key derivation runs here).
+fn start(ctx: MountCtx) -> CliResult<OverlayMount> {
+    let place = ctx.cipherdir.as_path();
+    let cd = match (&ctx.secret, ctx.reverse) {
+        (Secret::Password(pw), false) => CipherDir::open(place, pw),
+        (Secret::Password(pw), true) => CipherDir::open_reverse(place, pw),
+        (Secret::Key(mk), false) => CipherDir::open_with_master_key(place, mk),
+        (Secret::Key(mk), true) => {
+            let conf = place.join(CONF_REVERSE_NAME);
+            Config::load(&conf).and_then(|c| {
+                CipherDir::from_parts(place, c, mk, cryptkeep_crypto::Backend::default())
+            })
+        }
+    }
+    .map_err(|e| from_overlay(e, place))?;
+    drop(ctx.secret);
+    let cd = Arc::new(cd);
+    let m = if ctx.reverse {
+        mount_reverse(cd, &ctx.mountpoint, &ctx.opts)
+    } else {
+        mount_overlay(cd, &ctx.mountpoint, &ctx.opts)
+    };
+    m.map_err(|e| from_fuse(e, &ctx.mountpoint))
+}
+
+/// Serves until unmounted; a signal unmounts. Removes the pid file at the end.
+fn serve(m: OverlayMount, pid_file: Option<PathBuf>) {
+    let mp = m.mountpoint().to_path_buf();
+    let watcher = mp.clone();
+    let _ = std::thread::Builder::new()
+        .name("ck-fs-signals".into())
+        .spawn(move || loop {
+            let sig = daemon::wait_signal();
+            eprintln!("cryptkeep: signal {sig}: unmounting {}", watcher.display());
+            match unmount(&watcher) {
+                Ok(()) => break,
+                Err(e) => eprintln!("cryptkeep: {e}"),
+            }
+        });
+    m.wait();
+    if let Some(p) = pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    eprintln!("cryptkeep: {} unmounted", mp.display());
+}
+
+/// Records the daemon's pid for `fs umount` (best effort).
+fn write_pid_file(mountpoint: &Path) -> Option<PathBuf> {
+    common::ensure_run_dir()?;
+    let p = common::pid_path(mountpoint);
+    std::fs::write(&p, format!("{}\n", std::process::id())).ok()?;
+    Some(p)
+}
+
+fn foreground(ctx: MountCtx) -> CliResult {
+    daemon::block_signals();
+    daemon::harden();
+    let m = start(ctx)?;
+    let pid = write_pid_file(m.mountpoint());
+    eprintln!("Filesystem mounted and ready.");
+    serve(m, pid);
+    Ok(())
+}
+
+fn background(ctx: MountCtx) -> CliResult {
+    let log = common::ensure_run_dir()
+        .map(|_| common::log_path(&ctx.mountpoint))
+        .unwrap_or_else(|| PathBuf::from("/dev/null"));
+    match daemon::fork()? {
+        Forked::Child(n) => {
+            daemon::detach_stdio(&log);
+            daemon::block_signals();
+            daemon::harden();
+            match start(ctx) {
+                Ok(m) => {
+                    let pid = write_pid_file(m.mountpoint());
+                    n.ready();
+                    serve(m, pid);
+                    std::process::exit(0);
+                }
+                Err(e) => {
+                    eprintln!("cryptkeep: {e}");
+                    n.fail(&e);
+                    std::process::exit(e.code.as_i32());
+                }
+            }
+        }
+        Forked::Parent { child, rx } => {
+            drop(ctx);
+            if let Err(e) = daemon::wait_ready(rx, &log) {
+                daemon::terminate(child, 10);
+                return Err(e);
+            }
+            println!("Filesystem mounted and ready.");
+            Ok(())
+        }
+    }
+}
+
+/// `fusermount3 -u MOUNTPOINT`, retried for two seconds while busy.
+pub fn unmount(mp: &Path) -> CliResult {
+    let mut last = String::new();
+    for _ in 0..40 {
+        let out = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg("--")
+            .arg(mp)
+            .output()
+            .map_err(|e| {
+                CliError::new(
+                    Code::Daemon,
+                    format!("cannot run fusermount3: {e}"),
+                    mp.display().to_string(),
+                    "install fuse3 (scripts/install-deps.sh)",
+                )
+            })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        last = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if !last.contains("busy") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Err(CliError::new(
+        Code::Busy,
+        format!("unmounting failed: {last}"),
+        mp.display().to_string(),
+        "close the files and shells using it (see: fuser -m MOUNTPOINT), then retry",
+    ))
+}

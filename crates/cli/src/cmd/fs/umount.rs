@@ -1,0 +1,82 @@
+//! `cryptkeep fs umount MOUNTPOINT`: `fusermount3 -u`, then waits for the
+//! daemon serving the mount to exit.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+
+use super::common;
+use crate::exit::{CliError, CliResult, Code};
+
+/// Options of `fs umount`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The mount point.
+    pub mountpoint: PathBuf,
+}
+
+/// Runs `fs umount`.
+pub fn run(a: Args) -> CliResult {
+    let mp = a.mountpoint.canonicalize().map_err(|e| {
+        CliError::io(
+            "cannot resolve the mount point",
+            a.mountpoint.display().to_string(),
+            &e,
+        )
+    })?;
+    if !common::is_mounted(&mp) {
+        return Err(CliError::new(
+            Code::NotFound,
+            "nothing is mounted there",
+            mp.display().to_string(),
+            "check the path (see: findmnt -t fuse)",
+        ));
+    }
+    let pid_file = common::pid_path(&mp);
+    let pid: Option<i32> = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&pid| is_cryptkeep(pid));
+    super::mount::unmount(&mp)?;
+    if let Some(pid) = pid {
+        let end = Instant::now() + Duration::from_secs(10);
+        while crate::state::pid_alive(pid) {
+            if Instant::now() >= end {
+                return Err(CliError::new(
+                    Code::Daemon,
+                    format!("unmounted, but its daemon (pid {pid}) did not exit"),
+                    mp.display().to_string(),
+                    format!(
+                        "look at {}; kill it: kill {pid}",
+                        common::log_path(&mp).display()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(&pid_file);
+        let _ = std::fs::remove_file(common::log_path(&mp));
+    }
+    Ok(())
+}
+
+/// Whether process `pid` runs a `cryptkeep` binary (a stale pid file may
+/// name a reused pid).
+fn is_cryptkeep(pid: i32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+    argv0.rsplit(|&b| b == b'/').next() == Some(b"cryptkeep".as_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn our_own_pid_is_not_cryptkeep_under_cargo_test() {
+        // The test binary is not named cryptkeep; pid 0 does not exist.
+        assert!(!super::is_cryptkeep(std::process::id() as i32));
+        assert!(!super::is_cryptkeep(0));
+    }
+}
