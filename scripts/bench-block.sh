@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Block-path benchmark (issue 2, seed 000's measures): fio sequential write/read
 # (bs=1M, iodepth=64, libaio, 2 jobs, direct), dd bs=100M count=1 conv=fdatasync
-# into ext4, and hdparm -t, on three loop devices over files on one tmpfs:
+# into a fresh ext4 and once more over blocks it wrote before, and hdparm -t, on three loop devices over files on one tmpfs:
 #   cryptkeep  - cryptkeep's FUSE volume file, direct-I/O loop (what `cryptkeep open` makes)
 #   bindfs     - a plain file through a multithreaded bindfs FUSE passthrough, direct-I/O loop (the ceiling)
 #   gocryptfs  - a file inside a gocryptfs mount, loop device (a user-space encrypted peer)
@@ -71,6 +71,12 @@ dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 $1; mkdir -p $m; mount $1 $m
   local s e; s=$(date +%s.%N)
   dd if=/dev/zero of=$m/tempfile bs=100M count=1 conv=fdatasync 2>/dev/null
+  e=$(date +%s.%N)
+  python3 -c "print(round(100/($e-$s)))"
+  # the same again over blocks the file system has written before ("warm")
+  rm $m/tempfile; sync
+  s=$(date +%s.%N)
+  dd if=/dev/zero of=$m/tempfile bs=100M count=1 conv=fdatasync 2>/dev/null
   e=$(date +%s.%N); umount $m
   python3 -c "print(round(100/($e-$s)))"
 }
@@ -83,24 +89,25 @@ for r in $(seq 1 $reps); do
     res[$target,write]+="$(fio_run $d write) "
     sync; echo 3 > /proc/sys/vm/drop_caches
     res[$target,read]+="$(fio_run $d read) "
-    res[$target,dd]+="$(dd_run $d) "
+    read -r cold warm <<< "$(dd_run $d | tr '\n' ' ')"
+    res[$target,dd]+="$cold "; res[$target,ddwarm]+="$warm "
     sync; echo 3 > /proc/sys/vm/drop_caches
     res[$target,hdparm]+="$(hdparm_run $d) "
   done
   echo "bench-block: rep $r/$reps done" >&2
 done
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync [MiB/s] | hdparm -t [MB/s] |"
-echo "|---|---|---|---|---|"
+echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
+echo "|---|---|---|---|---|---|"
 declare -A m
 for target in cryptkeep bindfs gocryptfs; do
   row="| $target"
-  for k in write read dd hdparm; do m[$target,$k]=$(echo "${res[$target,$k]}" | med); row+=" | ${m[$target,$k]}"; done
+  for k in write read dd ddwarm hdparm; do m[$target,$k]=$(echo "${res[$target,$k]}" | med); row+=" | ${m[$target,$k]}"; done
   echo "$row |"
 done
 for peer in bindfs gocryptfs; do
   row="| cryptkeep / $peer"
-  for k in write read dd hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
+  for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"
 done
 echo "(medians of $reps interleaved runs; $size_mib MiB devices on one tmpfs; $(nproc) cores)"
