@@ -8,6 +8,7 @@
 
 pub mod block;
 mod error;
+mod mountinfo;
 pub mod overlay;
 
 pub use block::{

@@ -25,7 +25,6 @@ mod flusher;
 mod fs;
 mod init;
 mod mount;
-mod mountinfo;
 
 use std::path::{Path, PathBuf};
 

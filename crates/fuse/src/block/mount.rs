@@ -1,11 +1,8 @@
 //! Mounting the block file system, and [`BlockFileMount`], the handle that
 //! unmounts it or waits for it to be unmounted.
 
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -14,8 +11,8 @@ use cryptkeep_volume::Engine;
 use fuser::{Config, MountOption, Session, SessionACL};
 
 use super::fs::BlockFs;
-use super::mountinfo::wait_for;
 use super::{BlockFileOptions, BlockFileTuning};
+use crate::mountinfo::{unmount_path, wait_for};
 use crate::Error;
 
 /// How long to wait for a mount to show up in /proc/self/mountinfo.
@@ -170,35 +167,5 @@ impl Drop for BlockFileMount {
             let _ = self.join_session();
         }
         // Otherwise the mount is busy: leave it up and served (detached).
-    }
-}
-
-/// `umount(2)`; as a non-root user `fusermount3 -u`.
-fn unmount_path(mountpoint: &Path) -> io::Result<()> {
-    let c = CString::new(mountpoint.as_os_str().as_bytes())?;
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-    let r = unsafe { libc::umount2(c.as_ptr(), 0) };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EINVAL) && wait_for(mountpoint, false, Duration::ZERO) {
-        return Ok(()); // already unmounted from outside
-    }
-    if e.raw_os_error() != Some(libc::EPERM) {
-        return Err(e);
-    }
-    let out = Command::new("fusermount3")
-        .arg("-u")
-        .arg("--")
-        .arg(mountpoint)
-        .output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "fusermount3 -u: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
     }
 }

@@ -1,19 +1,17 @@
 //! Mounting the overlay, and [`OverlayMount`], the handle that unmounts it.
 
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cryptkeep_overlay::CipherDir;
 use fuser::{Config, MountOption, Session, SessionACL};
 
 use super::fs::OverlayFs;
 use super::OverlayOptions;
+use crate::mountinfo::{is_fuse_mounted, unmount_path, wait_for};
 use crate::Error;
 
 /// A mounted overlay, served by background threads; dropping it unmounts
@@ -22,31 +20,6 @@ use crate::Error;
 pub struct OverlayMount {
     mountpoint: PathBuf,
     thread: Option<JoinHandle<io::Result<()>>>,
-}
-
-/// Whether `/proc/self/mountinfo` lists a FUSE mount at `p`.
-fn is_mounted(p: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = p.as_os_str().to_string_lossy().replace(' ', "\\040");
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        f.len() > 4 && f[4] == want && l.contains(" - fuse")
-    })
-}
-
-fn wait_mounted(p: &Path, present: bool, timeout: Duration) -> bool {
-    let end = Instant::now() + timeout;
-    loop {
-        if is_mounted(p) == present {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Mounts the gocryptfs-format overlay of the opened cipher directory `cd`
@@ -127,7 +100,7 @@ fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
         mountpoint: canonical,
         thread: Some(thread),
     };
-    if !wait_mounted(&m.mountpoint, true, Duration::from_secs(10)) {
+    if !wait_for(&m.mountpoint, true, Duration::from_secs(10)) {
         return Err(Error::NotLive {
             path: m.mountpoint.clone(),
         });
@@ -148,7 +121,7 @@ impl OverlayMount {
     }
 
     fn try_unmount(&mut self) -> Result<(), Error> {
-        if !is_mounted(&self.mountpoint) {
+        if !is_fuse_mounted(&self.mountpoint) {
             return Ok(());
         }
         // Busy right after the last close is common (releases and
@@ -194,30 +167,5 @@ impl Drop for OverlayMount {
         if self.thread.is_some() && self.try_unmount().is_ok() {
             let _ = self.join();
         }
-    }
-}
-
-/// `umount(2)`, or `fusermount3 -u` for non-root users.
-fn unmount_path(p: &Path) -> io::Result<()> {
-    let c = CString::new(p.as_os_str().as_bytes())?;
-    // SAFETY: `c` is a NUL-terminated path alive for the call.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EPERM) {
-        return Err(e);
-    }
-    let out = Command::new("fusermount3")
-        .arg("-u")
-        .arg("--")
-        .arg(p)
-        .output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ))
     }
 }

@@ -1,6 +1,12 @@
-//! Reading /proc/self/mountinfo (proc(5)) to see whether a FUSE mount is live.
+//! The mount table, shared by the block and overlay frontends: reading
+//! /proc/self/mountinfo (proc(5)) to see whether a FUSE mount is live, and
+//! unmounting (umount(2), or fusermount3 -u for non-root users).
 
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Undoes mountinfo's octal escapes (`\040` for a space, ...).
@@ -27,7 +33,6 @@ fn unescape(field: &str) -> Vec<u8> {
 /// Whether `mountpoint` (canonical) is the mount point of a FUSE file system
 /// (`fuse` or `fuse.*`) in `mountinfo`.
 pub(crate) fn has_fuse_mount(mountinfo: &str, mountpoint: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
     let want = mountpoint.as_os_str().as_bytes();
     mountinfo.lines().any(|line| {
         let mut halves = line.splitn(2, " - ");
@@ -40,21 +45,55 @@ pub(crate) fn has_fuse_mount(mountinfo: &str, mountpoint: &Path) -> bool {
     })
 }
 
+/// Whether a FUSE file system is mounted at `mountpoint` (canonical) now.
+pub(crate) fn is_fuse_mounted(mountpoint: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|s| has_fuse_mount(&s, mountpoint))
+        .unwrap_or(false)
+}
+
 /// Polls /proc/self/mountinfo until the FUSE mount at `mountpoint` is
 /// present (`present = true`) or gone, for at most `timeout`.
 pub(crate) fn wait_for(mountpoint: &Path, present: bool, timeout: Duration) -> bool {
     let start = Instant::now();
     loop {
-        let now = std::fs::read_to_string("/proc/self/mountinfo")
-            .map(|s| has_fuse_mount(&s, mountpoint))
-            .unwrap_or(false);
-        if now == present {
+        if is_fuse_mounted(mountpoint) == present {
             return true;
         }
         if start.elapsed() >= timeout {
             return false;
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `umount(2)`; as a non-root user `fusermount3 -u`.
+pub(crate) fn unmount_path(mountpoint: &Path) -> io::Result<()> {
+    let c = CString::new(mountpoint.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    let r = unsafe { libc::umount2(c.as_ptr(), 0) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINVAL) && wait_for(mountpoint, false, Duration::ZERO) {
+        return Ok(()); // already unmounted from outside
+    }
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return Err(e);
+    }
+    let out = Command::new("fusermount3")
+        .arg("-u")
+        .arg("--")
+        .arg(mountpoint)
+        .output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "fusermount3 -u: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
     }
 }
 
