@@ -151,7 +151,10 @@ expect_fail 2 'password' "$CK" fs fsck "$W/c" --passfile "$W/pf"
 step "fs fsck finds a flipped ciphertext byte, names the file, changes nothing"
 victim=$(find "$W/c" -type f -size +100k | head -n1)
 [ -n "$victim" ] || fail "no big cipher file found"
-printf '\xff' | dd of="$victim" bs=1 seek=5000 conv=notrunc status=none
+# invert the byte (writing a constant would change nothing 1 time in 256)
+old_byte=$(od -An -tu1 -j5000 -N1 "$victim" | tr -d ' ')
+printf "\\x$(printf %02x $((old_byte ^ 0xff)))" | dd of="$victim" bs=1 seek=5000 conv=notrunc status=none
+[ "$(od -An -tu1 -j5000 -N1 "$victim" | tr -d ' ')" != "$old_byte" ] || fail "the byte flip did not take"
 sha_before=$(sha256sum "$victim")
 expect_fail 6 "$(basename "$victim")" "$CK" fs fsck "$W/c" --passfile "$W/pf"
 grep -q 'block 1 .*plaintext path: sub/big.bin' "$W/err" || { cat "$W/err"; fail "fs fsck does not name the damaged block and file"; }
