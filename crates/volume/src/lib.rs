@@ -32,9 +32,10 @@ mod parallel;
 mod pool;
 mod read;
 mod scratch;
+mod staged;
 mod write;
 
-pub use crypt::SectorCrypt;
+pub use crypt::{SectorCrypt, Staging};
 pub use engine::Engine;
 pub use error::Error;
 pub use inline::{InlineCrypt, IV_SECTOR};

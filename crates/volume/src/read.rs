@@ -20,13 +20,18 @@ impl Engine {
         let ss = self.sector_size as u64;
         let first = off / ss;
         let end = off + len as u64;
+        let span = (end.div_ceil(ss) - first) * ss;
+        if self.stages(span as usize) {
+            let skip = (off - first * ss) as usize;
+            self.read_staged(first, span as usize, skip, &mut buf[..len])?;
+            return Ok(len);
+        }
         if off.is_multiple_of(ss) && end.is_multiple_of(ss) {
             let out = &mut buf[..len];
             read_exact(&self.file, out, self.data_offset + off)?;
             self.crypt_run(Dir::Decrypt, first, out)?;
             return Ok(len);
         }
-        let span = (end.div_ceil(ss) - first) * ss;
         with_scratch(span as usize, |sc| {
             read_exact(&self.file, sc, self.data_offset + first * ss)?;
             self.crypt_run(Dir::Decrypt, first, sc)?;

@@ -5,7 +5,7 @@ use crate::engine::{Dir, Engine};
 use crate::io::{read_exact, write_all};
 use crate::locks::Claim;
 use crate::scratch::with_scratch;
-use crate::Error;
+use crate::{Error, Staging};
 
 impl Engine {
     /// Encrypts `buf` and writes it at byte `off` of the data segment.
@@ -52,22 +52,37 @@ impl Engine {
             ],
             all_exclusive: false,
         });
-        with_scratch(span, |sc| {
-            let ss_us = ss as usize;
+        let ss_us = ss as usize;
+        let skip = (off - start_b) as usize;
+        let pos = self.data_offset + start_b;
+        // Edge sectors to read, decrypt and patch: (sector, byte range in span).
+        let edges: [Option<(u64, std::ops::Range<usize>)>; 2] =
             if head_partial && tail_partial && span <= 2 * ss_us {
-                self.read_sectors(first, sc)?;
+                [Some((first, 0..span)), None]
             } else {
-                if head_partial {
-                    self.read_sectors(first, &mut sc[..ss_us])?;
+                [
+                    head_partial.then_some((first, 0..ss_us)),
+                    tail_partial.then_some((last - 1, span - ss_us..span)),
+                ]
+            };
+        if self.stages(span) {
+            self.crypt.with_staging(&mut |st: &mut dyn Staging| {
+                for (sector, r) in edges.iter().flatten() {
+                    self.read_edge_staged(st, *sector, r.clone())?;
                 }
-                if tail_partial {
-                    self.read_sectors(last - 1, &mut sc[span - ss_us..])?;
-                }
+                st.buf()[skip..skip + buf.len()].copy_from_slice(buf);
+                st.encrypt(first, 0..span)?;
+                write_all(&self.file, &st.buf()[..span], pos)
+            })?;
+            return Ok(buf.len());
+        }
+        with_scratch(span, |sc| {
+            for (sector, r) in edges.iter().flatten() {
+                self.read_sectors(*sector, &mut sc[r.clone()])?;
             }
-            let skip = (off - start_b) as usize;
             sc[skip..skip + buf.len()].copy_from_slice(buf);
             self.crypt_run(Dir::Encrypt, first, sc)?;
-            write_all(&self.file, sc, self.data_offset + start_b)?;
+            write_all(&self.file, sc, pos)?;
             Ok(buf.len())
         })
     }
