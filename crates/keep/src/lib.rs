@@ -1,0 +1,29 @@
+//! The keep: volume keys unlocked and held only in an isolated process.
+//!
+//! - [`shm`]: the transport, a sealed memfd shared with the I/O process that
+//!   holds submission/completion rings and data buffers, with spin-then-futex
+//!   waiting and bounds-checked descriptors.
+//! - [`sandbox`]: what the keep does to itself before it serves: not
+//!   dumpable, no core, fds closed, seccomp allowlist, Landlock.
+//! - [`secret_mem`]: key pages in `memfd_secret(2)` memory (removed from the
+//!   kernel's direct map), falling back to `mlock` + `MADV_DONTDUMP`.
+//! - [`ops`]: the enclave-style operations the keep offers besides sector
+//!   crypto (seal/unseal, SHA-256, AES-256-GCM, RSA-2048), after secGear.
+//! - [`proto`]: operation codes and status codes on the rings.
+//! - [`Error`]: the crate's one error type.
+
+pub mod calls;
+pub mod control;
+pub mod crypt;
+mod error;
+pub mod keep;
+pub mod ops;
+pub mod proto;
+pub mod rings;
+pub mod sandbox;
+pub mod secret_heap;
+pub mod secret_mem;
+pub mod spawn;
+
+pub use error::Error;
+pub use rings as shm;

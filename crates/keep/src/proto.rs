@@ -1,0 +1,90 @@
+//! Operation and status codes carried in ring descriptors.
+//!
+//! A descriptor names one operation on one buffer in the shared data area:
+//! the keep reads `in_len` bytes there, writes at most the buffer's length
+//! back in place, and answers with a status and the output length.
+
+/// Round trip with no work (the secGear "null call").
+pub const OP_NULL: u32 = 0;
+/// Encrypt whole sectors in place; `arg` is the first data sector.
+pub const OP_ENCRYPT_SECTORS: u32 = 1;
+/// Decrypt whole sectors in place; `arg` is the first data sector.
+pub const OP_DECRYPT_SECTORS: u32 = 2;
+/// SHA-256 of the input; output is the 32-byte digest.
+pub const OP_SHA256: u32 = 3;
+/// Seal the input to the keep's sealing key (AES-256-GCM); see [`crate::ops`].
+pub const OP_SEAL: u32 = 4;
+/// Unseal a blob made by [`OP_SEAL`].
+pub const OP_UNSEAL: u32 = 5;
+/// AES-256-GCM encrypt with the keep's message key; output `nonce ‖ ct ‖ tag`.
+pub const OP_GCM_ENCRYPT: u32 = 6;
+/// AES-256-GCM decrypt of `nonce ‖ ct ‖ tag`.
+pub const OP_GCM_DECRYPT: u32 = 7;
+/// Generate the keep's RSA-2048 key pair; output the public key (DER).
+pub const OP_RSA_GENERATE: u32 = 8;
+/// RSA-OAEP(SHA-256) encrypt with the keep's public key.
+pub const OP_RSA_ENCRYPT: u32 = 9;
+/// RSA-OAEP(SHA-256) decrypt with the keep's private key.
+pub const OP_RSA_DECRYPT: u32 = 10;
+/// RSA-PSS(SHA-256) sign the input (a message) with the keep's private key.
+pub const OP_RSA_SIGN: u32 = 11;
+
+/// Open a streaming SHA-256 session; output an 8-byte little-endian handle.
+pub const OP_SHA256_BEGIN: u32 = 12;
+/// Hash the input into the session named by `arg`; no output.
+pub const OP_SHA256_UPDATE: u32 = 13;
+/// End the session named by `arg`; output the 32-byte digest.
+pub const OP_SHA256_FINISH: u32 = 14;
+/// Run another operation `arg` times inside the keep and report the time
+/// it took there (the secGear measure: computation without the crossing).
+/// Input: the inner op code (u32 LE) then its input; output: elapsed
+/// nanoseconds (u64 LE) and repetitions done (u64 LE; fewer than asked only
+/// when the keep's time budget ran out). Each repetition starts from the
+/// same input.
+pub const OP_REPEAT: u32 = 15;
+
+/// Success.
+pub const STATUS_OK: u32 = 0;
+/// The descriptor was malformed (range, overlap, length); nothing was done.
+pub const STATUS_BAD_DESCRIPTOR: u32 = 1;
+/// The operation code is unknown or not available in this keep.
+pub const STATUS_UNSUPPORTED: u32 = 2;
+/// The operation ran and failed (bad tag, wrong length, crypto error).
+pub const STATUS_FAILED: u32 = 3;
+/// The keep is shutting down; the request was not done.
+pub const STATUS_SHUTDOWN: u32 = 4;
+
+/// A short name for an operation code, for messages.
+pub fn op_name(op: u32) -> &'static str {
+    match op {
+        OP_NULL => "null call",
+        OP_ENCRYPT_SECTORS => "sector encrypt",
+        OP_DECRYPT_SECTORS => "sector decrypt",
+        OP_SHA256 => "SHA-256",
+        OP_SEAL => "seal",
+        OP_UNSEAL => "unseal",
+        OP_GCM_ENCRYPT => "AES-256-GCM encrypt",
+        OP_GCM_DECRYPT => "AES-256-GCM decrypt",
+        OP_RSA_GENERATE => "RSA-2048 key generation",
+        OP_RSA_ENCRYPT => "RSA-2048 encrypt",
+        OP_RSA_DECRYPT => "RSA-2048 decrypt",
+        OP_RSA_SIGN => "RSA-2048 sign",
+        OP_SHA256_BEGIN => "SHA-256 begin",
+        OP_SHA256_UPDATE => "SHA-256 update",
+        OP_SHA256_FINISH => "SHA-256 finish",
+        OP_REPEAT => "timed repeat",
+        _ => "unknown operation",
+    }
+}
+
+/// A short description of a status code, for messages.
+pub fn status_text(status: u32) -> &'static str {
+    match status {
+        STATUS_OK => "ok",
+        STATUS_BAD_DESCRIPTOR => "malformed descriptor",
+        STATUS_UNSUPPORTED => "operation not supported by this keep",
+        STATUS_FAILED => "operation failed",
+        STATUS_SHUTDOWN => "the keep is shutting down",
+        _ => "unknown status",
+    }
+}

@@ -1,0 +1,322 @@
+//! The I/O side of the rings. A [`Client`] is shared by all the threads of
+//! the I/O process; a call takes a free queue (its ring pair and data slot)
+//! for its duration, so each ring has one producer and one consumer. The
+//! caller spins briefly for the answer, then sleeps on the completion
+//! word; while it sleeps it checks every 10 ms whether the keep is still
+//! there (hang-up on the control socket, or the arena's shutdown word), so
+//! a dead keep turns every call into [`Error::Gone`], never a hang.
+
+use std::cell::Cell;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::arena::Arena;
+use super::entry::{read_cqe, write_sqe, Submission};
+use super::futex;
+use crate::proto::{op_name, status_text, STATUS_OK, STATUS_SHUTDOWN};
+use crate::{control, Error};
+
+/// How long a caller spins for its answer before it sleeps
+/// (`CRYPTKEEP_KEEP_CLIENT_SPIN_US`, default 20 µs).
+fn spin_window() -> Duration {
+    let us = std::env::var("CRYPTKEEP_KEEP_CLIENT_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20u64);
+    Duration::from_micros(us)
+}
+
+/// The client's own indices of one queue.
+struct QueueState {
+    sq_tail: u32,
+    cq_head: u32,
+    next_tag: u64,
+}
+
+/// The I/O process's handle on a keep's arena.
+pub struct Client {
+    arena: Arena,
+    peer: OwnedFd,
+    queues: Vec<Mutex<QueueState>>,
+    gone: AtomicBool,
+    spin: Duration,
+}
+
+thread_local! {
+    static START: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_START: AtomicUsize = AtomicUsize::new(0);
+
+impl Client {
+    /// Maps the arena the keep sent and watches `peer` (our end of the
+    /// control socket) for the keep's death.
+    pub fn connect(arena_fd: OwnedFd, peer: OwnedFd) -> Result<Client, Error> {
+        let arena = Arena::from_fd(arena_fd)?;
+        let n = arena.config().queues;
+        let queues = (0..n)
+            .map(|q| {
+                let off = arena.queue_off(q);
+                Mutex::new(QueueState {
+                    sq_tail: arena.word(off).load(Ordering::SeqCst),
+                    cq_head: arena.word(off + 192).load(Ordering::SeqCst),
+                    next_tag: 1,
+                })
+            })
+            .collect();
+        Ok(Client {
+            arena,
+            peer,
+            queues,
+            gone: AtomicBool::new(false),
+            spin: spin_window(),
+        })
+    }
+
+    /// The largest buffer one call may carry (a queue's slot).
+    pub fn max_request(&self) -> usize {
+        self.arena.config().slot_bytes
+    }
+
+    /// Number of queues (requests that can be in flight at once).
+    pub fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// True once the keep is known to be gone.
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
+    }
+
+    /// One request: copies `buf[..in_len]` into a slot, waits for the
+    /// answer and copies it back into `buf`; returns its length.
+    pub fn call(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, Error> {
+        if buf.len() > self.max_request() || in_len > buf.len() {
+            return Err(Error::BadRequest(format!(
+                "{} of {} bytes (input {in_len}) does not fit a {}-byte slot",
+                op_name(op),
+                buf.len(),
+                self.max_request()
+            )));
+        }
+        self.with_slot(|slot| {
+            slot.buf()[..in_len].copy_from_slice(&buf[..in_len]);
+            let n = slot.call_at(op, arg, 0, buf.len(), in_len)?;
+            buf[..n].copy_from_slice(&slot.buf()[..n]);
+            Ok(n)
+        })
+    }
+
+    /// Runs `f` with a queue's slot leased: the caller fills the shared
+    /// buffer itself and calls [`Slot::call`] on it (no copies).
+    pub fn with_slot<R>(&self, f: impl FnOnce(&mut Slot<'_>) -> R) -> R {
+        let (q, guard) = self.take_queue();
+        let mut slot = Slot {
+            client: self,
+            q,
+            state: guard,
+        };
+        f(&mut slot)
+    }
+
+    fn take_queue(&self) -> (usize, MutexGuard<'_, QueueState>) {
+        let n = self.queues.len();
+        let start = START.with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT_START.fetch_add(1, Ordering::Relaxed));
+            }
+            s.get()
+        });
+        for i in 0..n {
+            let q = (start + i) % n;
+            if let Ok(g) = self.queues[q].try_lock() {
+                return (q, g);
+            }
+        }
+        let q = start % n;
+        (q, self.queues[q].lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Pushes an arbitrary descriptor on `queue` and waits for its
+    /// completion: for tests of the keep's checks against hostile input.
+    #[doc(hidden)]
+    pub fn submit_raw(
+        &self,
+        queue: usize,
+        op: u32,
+        arg: u64,
+        offset: u64,
+        in_len: u32,
+        cap: u32,
+    ) -> Result<(u32, u32), Error> {
+        let q = queue % self.queues.len();
+        let mut st = self.queues[q].lock().unwrap_or_else(|p| p.into_inner());
+        let s = Submission {
+            tag: st.next_tag,
+            op,
+            arg,
+            offset,
+            in_len,
+            cap,
+        };
+        let c = self.round_trip(q, &mut st, s)?;
+        Ok((c.status, c.out_len))
+    }
+
+    fn check_gone(&self) -> Result<(), Error> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(Error::Gone);
+        }
+        if self.arena.shutdown().load(Ordering::Relaxed) != 0
+            || control::peer_gone(self.peer.as_fd())
+        {
+            self.gone.store(true, Ordering::Relaxed);
+            return Err(Error::Gone);
+        }
+        Ok(())
+    }
+
+    /// Submits `s` on queue `q` and waits for its completion.
+    fn round_trip(
+        &self,
+        q: usize,
+        st: &mut QueueState,
+        s: Submission,
+    ) -> Result<super::entry::Completion, Error> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(Error::Gone);
+        }
+        let a = &self.arena;
+        let off = a.queue_off(q);
+        let depth = a.config().depth as u32;
+        let sq_head = a.word(off + 64).load(Ordering::Acquire);
+        if st.sq_tail.wrapping_sub(sq_head) >= depth {
+            // Our own ring is full only if the keep stopped taking requests.
+            self.check_gone()?;
+            return Err(Error::BadRequest("the submission ring is full".into()));
+        }
+        st.next_tag = st.next_tag.wrapping_add(1);
+        // SAFETY: masked into queue q's submission ring, which this thread
+        // owns while it holds the queue's lock.
+        unsafe { write_sqe(a.sqe(q, st.sq_tail), &s) };
+        st.sq_tail = st.sq_tail.wrapping_add(1);
+        a.word(off).store(st.sq_tail, Ordering::SeqCst);
+        let workers = (a.workers().load(Ordering::Relaxed) as usize).max(1);
+        let w = q % workers;
+        a.doorbell_seq(w).fetch_add(1, Ordering::SeqCst);
+        if a.doorbell_sleeping(w).load(Ordering::SeqCst) != 0 {
+            futex::wake(a.doorbell_seq(w), 1);
+        }
+        self.wait_completion(q, st)?;
+        // SAFETY: masked into queue q's completion ring.
+        let c = unsafe { read_cqe(a.cqe(q, st.cq_head)) };
+        st.cq_head = st.cq_head.wrapping_add(1);
+        a.word(off + 192).store(st.cq_head, Ordering::Release);
+        if c.tag != s.tag {
+            self.gone.store(true, Ordering::Relaxed);
+            return Err(Error::BadRequest(format!(
+                "the keep answered tag {} to request {}",
+                c.tag, s.tag
+            )));
+        }
+        Ok(c)
+    }
+
+    /// Waits until queue `q`'s completion ring has an entry for us.
+    fn wait_completion(&self, q: usize, st: &QueueState) -> Result<(), Error> {
+        let a = &self.arena;
+        let tail = a.word(a.queue_off(q) + 128);
+        let waiting = a.word(a.queue_off(q) + 256);
+        let ready = || tail.load(Ordering::Acquire) != st.cq_head;
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while !ready() {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) && start.elapsed() > self.spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        while !ready() {
+            let seen = tail.load(Ordering::SeqCst);
+            waiting.store(1, Ordering::SeqCst);
+            if seen == st.cq_head && tail.load(Ordering::SeqCst) == seen {
+                futex::wait(tail, seen, Duration::from_millis(10));
+            }
+            waiting.store(0, Ordering::SeqCst);
+            if !ready() {
+                self.check_gone()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A leased queue: its data slot and its rings, for one thread.
+pub struct Slot<'a> {
+    client: &'a Client,
+    q: usize,
+    state: MutexGuard<'a, QueueState>,
+}
+
+impl Slot<'_> {
+    /// The whole data slot (shared with the keep; contents on lease are
+    /// whatever the last request left).
+    pub fn buf(&mut self) -> &mut [u8] {
+        let a = &self.client.arena;
+        let len = a.config().slot_bytes;
+        // SAFETY: the slot of queue q lies inside the data area; this thread
+        // holds the queue's lock, so no other thread of ours uses it, and
+        // the keep only touches it while a request of ours is in flight
+        // (during which we do not use this slice).
+        unsafe { std::slice::from_raw_parts_mut(a.data_ptr(self.q * len), len) }
+    }
+
+    /// One request on the slot's first `in_len` bytes; the answer is left
+    /// in the slot. Returns its length.
+    pub fn call(&mut self, op: u32, arg: u64, in_len: usize) -> Result<usize, Error> {
+        let cap = self.client.max_request();
+        self.call_at(op, arg, 0, cap, in_len)
+    }
+
+    /// One request on `buf()[offset..offset + cap]`, whose first `in_len`
+    /// bytes are the input. Returns the answer's length.
+    pub fn call_at(
+        &mut self,
+        op: u32,
+        arg: u64,
+        offset: usize,
+        cap: usize,
+        in_len: usize,
+    ) -> Result<usize, Error> {
+        let slot = self.client.max_request();
+        if offset.checked_add(cap).is_none_or(|e| e > slot) || in_len > cap {
+            return Err(Error::BadRequest(format!(
+                "range {offset}+{cap} (input {in_len}) is outside the {slot}-byte slot"
+            )));
+        }
+        let s = Submission {
+            tag: self.state.next_tag,
+            op,
+            arg,
+            offset: (self.q * slot + offset) as u64,
+            in_len: in_len as u32,
+            cap: cap as u32,
+        };
+        let c = self.client.round_trip(self.q, &mut self.state, s)?;
+        match c.status {
+            STATUS_OK if c.out_len as usize <= cap => Ok(c.out_len as usize),
+            STATUS_OK => Err(Error::BadRequest(format!(
+                "the keep answered {} bytes into a {cap}-byte buffer",
+                c.out_len
+            ))),
+            STATUS_SHUTDOWN => Err(Error::Gone),
+            status => Err(Error::Refused {
+                op: op_name(op),
+                status,
+                detail: status_text(status).into(),
+            }),
+        }
+    }
+}

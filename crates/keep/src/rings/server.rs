@@ -1,0 +1,254 @@
+//! The keep's side of the rings: worker threads that take submissions,
+//! check them, run the [`Handler`] on the request's bytes and post
+//! completions. Everything in the arena is written by a process the keep
+//! does not trust, so each worker keeps its own copy of the indices it
+//! owns, re-reads the peer's indices once per pass, and answers a malformed
+//! descriptor with `STATUS_BAD_DESCRIPTOR` without touching memory outside
+//! that queue's slot.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::arena::Arena;
+use super::entry::{read_sqe, write_cqe, Completion, Submission};
+use super::futex;
+use crate::proto::{STATUS_BAD_DESCRIPTOR, STATUS_OK, STATUS_SHUTDOWN};
+use crate::Error;
+
+/// What the keep does with one request: read `in_len` bytes of `buf`,
+/// answer in place (at most `buf.len()` bytes), return the answer's length
+/// or a `crate::proto::STATUS_*` code.
+///
+/// `buf` is shared memory the I/O process can write while the handler
+/// runs; handlers must not rely on it staying unchanged between two reads
+/// (copy out what must be checked, as the ring code does).
+pub trait Handler: Send + Sync {
+    /// Handles one request.
+    fn handle(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32>;
+}
+
+/// How long a worker keeps polling after its last request before it
+/// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default 50 µs).
+fn spin_window() -> Duration {
+    let us = std::env::var("CRYPTKEEP_KEEP_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50u64);
+    Duration::from_micros(us)
+}
+
+/// Running workers; [`Server::shutdown`] stops them.
+pub struct Server {
+    arena: Arc<Arena>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Starts `workers` threads serving `arena` with `handler` (queue `q` is
+/// served by worker `q % workers`) and returns at once.
+pub fn serve(
+    arena: Arc<Arena>,
+    handler: Arc<dyn Handler>,
+    workers: usize,
+) -> Result<Server, Error> {
+    let queues = arena.config().queues;
+    let workers = workers.clamp(1, queues.min(super::arena::MAX_WORKERS));
+    arena.workers().store(workers as u32, Ordering::SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let spin = spin_window();
+    let mut threads = Vec::new();
+    for w in 0..workers {
+        let mine: Vec<usize> = (0..queues).filter(|q| q % workers == w).collect();
+        let (a, h, s) = (arena.clone(), handler.clone(), stop.clone());
+        let t = std::thread::Builder::new()
+            .name(format!("keep-worker-{w}"))
+            .spawn(move || Worker::new(a, h, w, mine).run(&s, spin))
+            .map_err(|source| Error::Sys {
+                what: "spawning a keep worker",
+                source,
+            })?;
+        threads.push(t);
+    }
+    Ok(Server {
+        arena,
+        stop,
+        threads,
+    })
+}
+
+impl Server {
+    /// Stops the workers: sets the arena's shutdown word (clients waiting
+    /// or calling get [`Error::Gone`]), wakes everyone, joins the threads.
+    pub fn shutdown(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.arena.shutdown().store(1, Ordering::SeqCst);
+        for w in 0..self.threads.len() {
+            self.arena.doorbell_seq(w).fetch_add(1, Ordering::SeqCst);
+            futex::wake(self.arena.doorbell_seq(w), i32::MAX);
+        }
+        for q in 0..self.arena.config().queues {
+            let off = self.arena.queue_off(q);
+            self.arena.word(off + 128).fetch_add(0, Ordering::SeqCst);
+            futex::wake(self.arena.word(off + 128), i32::MAX);
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A worker's private view of its queues: the indices it owns.
+struct Worker {
+    arena: Arc<Arena>,
+    handler: Arc<dyn Handler>,
+    id: usize,
+    queues: Vec<usize>,
+    sq_head: Vec<u32>,
+    cq_tail: Vec<u32>,
+}
+
+impl Worker {
+    fn new(arena: Arc<Arena>, handler: Arc<dyn Handler>, id: usize, queues: Vec<usize>) -> Worker {
+        let n = queues.len();
+        Worker {
+            arena,
+            handler,
+            id,
+            queues,
+            sq_head: vec![0; n],
+            cq_tail: vec![0; n],
+        }
+    }
+
+    fn run(mut self, stop: &AtomicBool, spin: Duration) {
+        let mut last_work = Instant::now();
+        let mut polls = 0u32;
+        while !stop.load(Ordering::Relaxed) {
+            if self.pass() {
+                last_work = Instant::now();
+                continue;
+            }
+            polls = polls.wrapping_add(1);
+            if !polls.is_multiple_of(64) || last_work.elapsed() < spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.sleep(stop);
+            last_work = Instant::now();
+        }
+    }
+
+    /// Sleeps on the doorbell until a client rings it (or 100 ms pass).
+    fn sleep(&mut self, stop: &AtomicBool) {
+        let seq = self.arena.doorbell_seq(self.id).load(Ordering::SeqCst);
+        self.arena
+            .doorbell_sleeping(self.id)
+            .store(1, Ordering::SeqCst);
+        if !self.any_pending() && !stop.load(Ordering::SeqCst) {
+            futex::wait(
+                self.arena.doorbell_seq(self.id),
+                seq,
+                Duration::from_millis(100),
+            );
+        }
+        self.arena
+            .doorbell_sleeping(self.id)
+            .store(0, Ordering::SeqCst);
+    }
+
+    fn any_pending(&self) -> bool {
+        self.queues.iter().enumerate().any(|(i, &q)| {
+            let tail = self
+                .arena
+                .word(self.arena.queue_off(q))
+                .load(Ordering::SeqCst);
+            tail != self.sq_head[i]
+        })
+    }
+
+    /// One pass over this worker's queues; true if any request was served.
+    fn pass(&mut self) -> bool {
+        let mut did = false;
+        for i in 0..self.queues.len() {
+            did |= self.serve_queue(i);
+        }
+        did
+    }
+
+    fn serve_queue(&mut self, i: usize) -> bool {
+        let q = self.queues[i];
+        let a: &Arena = &self.arena;
+        let off = a.queue_off(q);
+        let depth = a.config().depth as u32;
+        let sq_tail = a.word(off).load(Ordering::Acquire);
+        let pending = sq_tail.wrapping_sub(self.sq_head[i]);
+        if pending == 0 {
+            return false;
+        }
+        if pending > depth {
+            // The peer wrote an impossible tail: skip whatever it claims is
+            // there rather than read entries twice or out of order.
+            self.sq_head[i] = sq_tail;
+            a.word(off + 64).store(sq_tail, Ordering::Release);
+            return true;
+        }
+        let mut did = false;
+        while self.sq_head[i] != sq_tail {
+            // Room in the completion ring? A peer that never consumes only
+            // stalls its own queue.
+            let cq_head = a.word(off + 192).load(Ordering::Acquire);
+            if self.cq_tail[i].wrapping_sub(cq_head) >= depth {
+                break;
+            }
+            // SAFETY: the entry index is masked into this queue's ring.
+            let s = unsafe { read_sqe(a.sqe(q, self.sq_head[i])) };
+            self.sq_head[i] = self.sq_head[i].wrapping_add(1);
+            a.word(off + 64).store(self.sq_head[i], Ordering::Release);
+            let c = execute(a, &*self.handler, q, &s);
+            // SAFETY: masked into this queue's completion ring.
+            unsafe { write_cqe(a.cqe(q, self.cq_tail[i]), &c) };
+            self.cq_tail[i] = self.cq_tail[i].wrapping_add(1);
+            a.word(off + 128).store(self.cq_tail[i], Ordering::SeqCst);
+            if a.word(off + 256).load(Ordering::SeqCst) != 0 {
+                futex::wake(a.word(off + 128), 1);
+            }
+            did = true;
+        }
+        did
+    }
+}
+
+/// Checks a submission against queue `q`'s slot and runs it.
+fn execute(arena: &Arena, handler: &dyn Handler, q: usize, s: &Submission) -> Completion {
+    let done = |status, out_len| Completion {
+        tag: s.tag,
+        status,
+        out_len,
+    };
+    if arena.shutdown().load(Ordering::Relaxed) != 0 {
+        return done(STATUS_SHUTDOWN, 0);
+    }
+    let slot = arena.config().slot_bytes as u64;
+    let start = q as u64 * slot;
+    let fits = s
+        .offset
+        .checked_add(s.cap as u64)
+        .is_some_and(|end| s.offset >= start && end <= start + slot);
+    if !fits || s.in_len > s.cap {
+        return done(STATUS_BAD_DESCRIPTOR, 0);
+    }
+    // SAFETY: [offset, offset + cap) lies inside queue q's slot (checked
+    // above), which only this worker touches on the keep's side while the
+    // request is in flight. The I/O process may write it too; the bytes are
+    // plain data and every handler treats them as untrusted.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(arena.data_ptr(s.offset as usize), s.cap as usize)
+    };
+    match handler.handle(s.op, s.arg, buf, s.in_len as usize) {
+        Ok(n) if n <= s.cap as usize => done(STATUS_OK, n as u32),
+        Ok(_) => done(crate::proto::STATUS_FAILED, 0),
+        Err(status) => done(status.max(1), 0),
+    }
+}

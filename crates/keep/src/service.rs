@@ -1,0 +1,83 @@
+//! The keep's serving phase, common to every keep process: create the
+//! arena, start the workers, lock the process down (fds closed, Landlock,
+//! seccomp), hand the arena over, then wait on the control socket. End of
+//! file there (the I/O process closed its end or died) or a `CLOSE` message
+//! ends the service: workers stop, the handler (and with it every key) is
+//! dropped and wiped.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use crate::keep::send_ready;
+use crate::sandbox;
+use crate::shm::{self, Arena, ArenaConfig, Handler};
+use crate::{control, Error};
+
+/// How a keep serves.
+pub struct ServiceOptions {
+    /// Worker threads (normally the number of CPUs).
+    pub workers: usize,
+    /// Arena geometry.
+    pub arena: ArenaConfig,
+    /// Facts sent with READY (for `status` and the log).
+    pub facts: Vec<(&'static str, String)>,
+    /// Self-test of the sandbox: right after READY, try a forbidden system
+    /// call (open a file). seccomp must kill the keep with SIGSYS; if it
+    /// does not, the keep logs that and goes on. Set from the environment
+    /// variable [`SELFTEST_ENV`] = `forbidden-syscall` by the keep's main.
+    pub selftest_forbidden_syscall: bool,
+    /// Log the sandbox and the shutdown to standard error.
+    pub verbose: bool,
+}
+
+/// Environment variable that turns on [`ServiceOptions::selftest_forbidden_syscall`].
+pub const SELFTEST_ENV: &str = "CRYPTKEEP_KEEP_SELFTEST";
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        ServiceOptions {
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            arena: ArenaConfig::default(),
+            facts: Vec::new(),
+            selftest_forbidden_syscall: std::env::var(SELFTEST_ENV).as_deref()
+                == Ok("forbidden-syscall"),
+            verbose: true,
+        }
+    }
+}
+
+/// Serves `handler` to the peer on `control` until it goes away. Returns
+/// after the workers stopped; the caller then drops its keys and exits.
+/// What the sandbox achieved is written to standard error (the keep's log).
+pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) -> Result<(), Error> {
+    let arena = Arc::new(Arena::create(opts.arena)?);
+    let server = shm::serve(arena.clone(), handler, opts.workers.max(1))?;
+    let keep_fds = [2, control.as_raw_fd(), arena.fd().as_raw_fd()];
+    sandbox::close_fds_except(&keep_fds)?;
+    let report = sandbox::lock_down(&sandbox::seccomp::keep_serving())?;
+    let mut facts = opts.facts;
+    facts.push(("sandbox", report.to_string()));
+    facts.push(("pid", std::process::id().to_string()));
+    if opts.verbose {
+        eprintln!("cryptkeep keep: serving ({report})");
+    }
+    send_ready(control.as_fd(), arena.fd(), &facts)?;
+    if opts.selftest_forbidden_syscall {
+        let r = std::fs::File::open("/etc/hostname");
+        eprintln!("cryptkeep keep: SANDBOX FAILURE: open() after lock-down returned {r:?}");
+    }
+    loop {
+        match control::recv(control.as_fd()) {
+            Ok((msg, _)) if msg == b"CLOSE" => break,
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    server.shutdown();
+    if opts.verbose {
+        eprintln!("cryptkeep keep: channel closed; wiping keys and exiting");
+    }
+    Ok(())
+}

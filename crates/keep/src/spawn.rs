@@ -1,0 +1,70 @@
+//! Starting a keep process: fork + exec of a program (normally the
+//! `cryptkeep` binary itself, `/proc/self/exe`) with one end of a control
+//! socket on descriptor [`CONTROL_FD`] and the standard streams inherited,
+//! so the keep can ask for a passphrase on the terminal itself.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command};
+
+use crate::control;
+use crate::Error;
+
+/// The descriptor number on which a keep finds its end of the control socket.
+pub const CONTROL_FD: i32 = 3;
+
+/// A keep process just started: its process handle and our end of the
+/// control socket.
+pub struct Spawned {
+    /// The keep's process (reap it with `wait`, or let it be reparented).
+    pub child: Child,
+    /// Our end of the control socket.
+    pub control: OwnedFd,
+}
+
+/// Starts `program args...` as a keep. The child gets its end of a fresh
+/// control socket as descriptor [`CONTROL_FD`] (not close-on-exec) and
+/// inherits stdin, stdout and stderr; every other descriptor we hold is
+/// close-on-exec (Rust opens them so) and does not reach it.
+pub fn spawn<I, S>(program: &Path, args: I) -> Result<Spawned, Error>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    spawn_command(cmd)
+}
+
+/// Like [`spawn`], for a caller-built command (environment, working
+/// directory, standard streams are the caller's choice).
+pub fn spawn_command(mut cmd: Command) -> Result<Spawned, Error> {
+    let (ours, theirs) = control::socketpair()?;
+    let raw = theirs.as_raw_fd();
+    // SAFETY: the closure only calls async-signal-safe functions (dup2,
+    // fcntl) on descriptors that exist in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if raw == CONTROL_FD {
+                let flags = libc::fcntl(raw, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(raw, CONTROL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|source| Error::Sys {
+        what: "spawning the keep",
+        source,
+    })?;
+    drop(theirs);
+    Ok(Spawned {
+        child,
+        control: ours,
+    })
+}
