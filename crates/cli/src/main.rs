@@ -6,12 +6,18 @@
 mod cmd;
 mod daemon;
 mod exit;
+mod isolate;
 mod loopdev;
 mod passphrase;
 mod size;
 mod state;
 
 use clap::{Parser, Subcommand};
+
+/// The system allocator, switched to secret memory inside the keep (see
+/// `cryptkeep_keep::secret_heap`).
+#[global_allocator]
+static ALLOC: cryptkeep_keep::secret_heap::SwitchAlloc = cryptkeep_keep::secret_heap::SwitchAlloc;
 
 use cmd::*;
 
@@ -77,6 +83,12 @@ enum Command {
     /// gocryptfs-compatible encrypted directories: init, mount, umount, passwd, info, fsck.
     #[command(subcommand)]
     Fs(fs::FsCmd),
+    /// Seed-report benchmarks: `bench keep` (seed 002's tables for the keep).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// The key process (started by open; not for interactive use).
+    #[command(name = "__keep", subcommand, hide = true)]
+    Keep(keep_serve::KeepCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,6 +104,12 @@ enum KeyslotCmd {
 }
 
 #[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// The keep against the host: create/destroy, calls, SHA-256, AES-GCM, RSA, sector crypto.
+    Keep(bench_keep::Args),
+}
+
+#[derive(Subcommand, Debug)]
 enum HeaderCmd {
     /// Copy the header and keyslots area to a file.
     Backup(header_backup::Args),
@@ -101,20 +119,22 @@ enum HeaderCmd {
 
 fn run(cli: Cli) -> exit::CliResult {
     match cli.command {
-        Command::Format(a) => format::run(a),
+        Command::Format(a) => isolate::run_isolated(|| format::run(a)),
         Command::Open(a) => open::run(a),
         Command::Close(a) => close::run(a),
         Command::Status(a) => status::run(a),
         Command::Dump(a) => dump::run(a),
-        Command::Keyslot(KeyslotCmd::Add(a)) | Command::LuksAddKey(a) => keyslot_add::run(a),
+        Command::Keyslot(KeyslotCmd::Add(a)) | Command::LuksAddKey(a) => {
+            isolate::run_isolated(|| keyslot_add::run(a))
+        }
         Command::Keyslot(KeyslotCmd::Remove(a)) | Command::LuksRemoveKey(a) => {
-            keyslot_remove::run(a)
+            isolate::run_isolated(|| keyslot_remove::run(a))
         }
         Command::Keyslot(KeyslotCmd::Change(a)) | Command::LuksChangeKey(a) => {
-            keyslot_change::run(a)
+            isolate::run_isolated(|| keyslot_change::run(a))
         }
         Command::Keyslot(KeyslotCmd::List(a)) => keyslot_list::run(a),
-        Command::LuksKillSlot(a) => keyslot_kill::run(a),
+        Command::LuksKillSlot(a) => isolate::run_isolated(|| keyslot_kill::run(a)),
         Command::Header(HeaderCmd::Backup(a)) | Command::LuksHeaderBackup(a) => {
             header_backup::run(a)
         }
@@ -124,6 +144,8 @@ fn run(cli: Cli) -> exit::CliResult {
         Command::Benchmark(a) => benchmark::run(a),
         Command::IsLuks(a) => isluks::run(a),
         Command::Fs(c) => fs::run(c),
+        Command::Keep(c) => keep_serve::run(c),
+        Command::Bench(BenchCmd::Keep(a)) => bench_keep::run(a),
     }
 }
 

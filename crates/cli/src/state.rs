@@ -50,6 +50,44 @@ pub struct State {
     /// Size of the decrypted data in bytes.
     #[serde(default)]
     pub size: u64,
+    /// Who holds the volume key.
+    #[serde(default)]
+    pub keep: Option<KeepState>,
+}
+
+/// Who holds an open volume's key (`open --keep`), for `status`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KeepState {
+    /// "process" (a separate key process) or "inline" (the daemon).
+    pub mode: String,
+    /// The key process, for mode "process".
+    pub pid: Option<i32>,
+    /// Where the key lives in the keep ("memfd_secret", or the fallback).
+    #[serde(default)]
+    pub secret_mem: String,
+    /// What the keep's sandbox achieved (seccomp, Landlock).
+    #[serde(default)]
+    pub sandbox: String,
+}
+
+impl KeepState {
+    /// The record for `--keep inline`.
+    pub fn inline() -> KeepState {
+        KeepState {
+            mode: "inline".into(),
+            pid: None,
+            secret_mem: "mlocked heap of the daemon".into(),
+            sandbox: "none".into(),
+        }
+    }
+
+    /// Whether the key process runs (always true for inline).
+    pub fn alive(&self) -> bool {
+        match self.pid {
+            Some(p) => pid_alive(p),
+            None => true,
+        }
+    }
 }
 
 impl State {
@@ -61,6 +99,9 @@ impl State {
                 "daemon_alive".into(),
                 serde_json::Value::Bool(self.daemon_alive()),
             );
+            if let Some(k) = &self.keep {
+                m.insert("keep_alive".into(), serde_json::Value::Bool(k.alive()));
+            }
         }
         v
     }

@@ -16,6 +16,7 @@ pub mod calls;
 pub mod control;
 pub mod crypt;
 mod error;
+pub mod handler;
 pub mod keep;
 pub mod ops;
 pub mod proto;
@@ -23,6 +24,8 @@ pub mod rings;
 pub mod sandbox;
 pub mod secret_heap;
 pub mod secret_mem;
+pub mod service;
+pub mod sha_stream;
 pub mod spawn;
 
 pub use error::Error;

@@ -53,10 +53,20 @@ impl Default for ServiceOptions {
 /// What the sandbox achieved is written to standard error (the keep's log).
 pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) -> Result<(), Error> {
     let arena = Arc::new(Arena::create(opts.arena)?);
+    crate::ops::warm_up();
+    // Landlock binds the calling thread and the threads it starts later:
+    // before the workers. seccomp is synchronised to every thread after.
+    let landlock = sandbox::landlock::restrict_all()?;
     let server = shm::serve(arena.clone(), handler, opts.workers.max(1))?;
     let keep_fds = [2, control.as_raw_fd(), arena.fd().as_raw_fd()];
     sandbox::close_fds_except(&keep_fds)?;
-    let report = sandbox::lock_down(&sandbox::seccomp::keep_serving())?;
+    let allow = sandbox::seccomp::keep_serving();
+    sandbox::drop_capabilities()?;
+    sandbox::seccomp::install(&allow)?;
+    let report = sandbox::SandboxReport {
+        landlock,
+        seccomp_allowed: allow.len(),
+    };
     let mut facts = opts.facts;
     facts.push(("sandbox", report.to_string()));
     facts.push(("pid", std::process::id().to_string()));

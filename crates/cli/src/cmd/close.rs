@@ -45,6 +45,24 @@ pub fn run(a: Args) -> CliResult {
     if loopdev::is_mountpoint(&fuse) {
         loopdev::fuse_unmount(&fuse, true)?;
     }
+    // The keep wipes its keys and exits when the daemon's channel closes;
+    // wait for that, and stop it if it lingers.
+    if let Some(pid) = st.keep.as_ref().and_then(|k| k.pid) {
+        for _ in 0..40 {
+            if !state::pid_alive(pid) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if state::pid_alive(pid) && !daemon::terminate(pid, 5) {
+            return Err(CliError::new(
+                Code::Daemon,
+                format!("the keep (pid {pid}) did not exit within 5 s"),
+                a.name.clone(),
+                format!("kill {pid} and run close again"),
+            ));
+        }
+    }
     state::remove(&a.name);
     Ok(())
 }

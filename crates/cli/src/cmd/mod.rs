@@ -1,5 +1,6 @@
 //! One module per verb; `common` holds the options and helpers they share.
 
+pub mod bench_keep;
 pub mod benchmark;
 pub mod close;
 pub mod common;
@@ -10,6 +11,8 @@ pub mod header_backup;
 pub mod header_restore;
 pub mod isluks;
 pub mod kdf_opts;
+pub mod keep_serve;
+pub mod keep_start;
 pub mod keyslot_add;
 pub mod keyslot_change;
 pub mod keyslot_kill;

@@ -9,6 +9,7 @@ use clap::Args as ClapArgs;
 use cryptkeep_luks::LuksVersion;
 
 use super::common::{self, BackendArg, KeyFileArgs, TypeArg};
+use super::keep_start;
 use super::serve::{self, OpenCtx};
 use crate::daemon::{self, Forked};
 use crate::exit::{from_luks, CliError, CliResult, Code};
@@ -47,6 +48,20 @@ pub struct Args {
     /// Crypto backend for the sector cipher.
     #[arg(long = "crypto-backend", value_enum, default_value = "accelerated")]
     pub crypto_backend: BackendArg,
+    /// Where the volume key lives: in a separate, sandboxed key process
+    /// (process, the default) or in the I/O daemon itself (inline).
+    #[arg(long, value_enum, default_value = "process")]
+    pub keep: KeepArg,
+}
+
+/// `--keep`: who holds the volume key.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepArg {
+    /// A separate key process (memfd_secret, seccomp); the I/O daemon never holds the key.
+    Process,
+    /// The key in the I/O daemon (mlocked, zeroized), for comparison and for
+    /// systems without the isolation primitives.
+    Inline,
 }
 
 fn already_open(st: &State) -> CliError {
@@ -169,12 +184,16 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
 
-    let pass = a.key.source().read(
-        &format!("Enter passphrase for {}: ", a.volume.display()),
-        false,
-    )?;
+    // With a process keep, the keep reads the passphrase itself.
+    let pass = match a.keep {
+        KeepArg::Inline => Some(a.key.source().read(
+            &format!("Enter passphrase for {}: ", a.volume.display()),
+            false,
+        )?),
+        KeepArg::Process => None,
+    };
 
-    let st = State {
+    let mut st = State {
         name: a.name.clone(),
         volume: state::canonical(&a.volume),
         header: a.header.as_deref().map(state::canonical),
@@ -189,8 +208,26 @@ pub fn run(a: Args) -> CliResult {
         mountpoint: None,
         uuid: luks.uuid().to_string(),
         size: data_size,
+        keep: None,
     };
     claim(&st)?;
+    let keep = match a.keep {
+        KeepArg::Inline => {
+            st.keep = Some(state::KeepState::inline());
+            None
+        }
+        KeepArg::Process => match keep_start::start(&a, &st.name) {
+            Ok(k) => {
+                st.keep = Some(k.state.clone());
+                Some(k)
+            }
+            Err(e) => {
+                state::remove(&st.name);
+                return Err(e);
+            }
+        },
+    };
+    state::save(&st)?;
     let ctx = OpenCtx {
         st,
         volume: a.volume.clone(),
@@ -199,6 +236,7 @@ pub fn run(a: Args) -> CliResult {
         seg,
         data_size,
         pass,
+        keep,
         key_slot: a.key_slot,
         allow_discards: a.allow_discards,
         backend: a.crypto_backend.backend(),
@@ -258,12 +296,14 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
             }
         }
         Ok(Forked::Parent { child, rx }) => {
-            if crate::passphrase::stderr_is_tty() {
+            if crate::passphrase::stderr_is_tty() && ctx.keep.is_none() {
                 eprintln!(
                     "cryptkeep: unlocking {} (the keyslot KDF runs in the daemon)...",
                     ctx.volume.display()
                 );
             }
+            // Our copies of the keep's control socket and arena close here:
+            // the daemon holds the only ones.
             drop(ctx);
             if let Err(e) = daemon::wait_ready(rx, &log) {
                 daemon::terminate(child, 10);

@@ -11,11 +11,14 @@ use cryptkeep_luks::{Luks, Segment};
 use cryptkeep_volume::{Engine, InlineCrypt, SectorCrypt};
 
 use super::common;
+use super::keep_start::KeepStarted;
 use crate::daemon;
 use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
 use crate::loopdev;
 use crate::passphrase::Passphrase;
 use crate::state::{self, State};
+use cryptkeep_keep::crypt::KeepCrypt;
+use cryptkeep_keep::keep::ProcessKeep;
 
 /// Everything `open` prepared before unlocking.
 pub struct OpenCtx {
@@ -31,8 +34,10 @@ pub struct OpenCtx {
     pub seg: Segment,
     /// Decrypted data size in bytes (a multiple of the sector size).
     pub data_size: u64,
-    /// The passphrase (wiped on drop).
-    pub pass: Passphrase,
+    /// The passphrase (wiped on drop), for `--keep inline`.
+    pub pass: Option<Passphrase>,
+    /// The keep holding the key, for `--keep process`.
+    pub keep: Option<KeepStarted>,
     /// `--key-slot`.
     pub key_slot: Option<usize>,
     /// `--allow-discards`.
@@ -59,25 +64,46 @@ pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
     daemon::harden();
     let place = common::place(&ctx.volume, ctx.header.as_deref());
     let read_only = ctx.st.read_only;
-    let hdr = common::open_header(&ctx.volume, ctx.header.as_deref(), false)?;
-    let (slot, vk) = ctx
-        .luks
-        .unlock(&hdr, &ctx.pass, ctx.key_slot, ctx.backend)
-        .map_err(|e| from_luks(e, &place))?;
-    drop(ctx.pass);
-    eprintln!("cryptkeep: keyslot {slot} unlocked ({place})");
-    // After the KDF (whose memory is freed by now), before serving.
-    if let Err(e) = daemon::lock_memory() {
-        eprintln!("cryptkeep: warning: cannot lock memory (mlockall): {e}");
-    }
-    let cipher = new_sector_cipher(&ctx.seg.cipher, vk.as_slice(), ctx.backend)
-        .map_err(|e| from_crypto(&e, &place))?;
-    drop(vk);
-    let crypt: Arc<dyn SectorCrypt> = Arc::new(InlineCrypt::new(
-        cipher,
-        ctx.seg.sector_size as usize,
-        ctx.seg.iv_tweak,
-    ));
+    let ss = ctx.seg.sector_size as usize;
+    let crypt: Arc<dyn SectorCrypt> = match (ctx.keep, ctx.pass) {
+        (Some(k), _) => {
+            // The child handle stays with the opener; the daemon only needs
+            // the channel. A zombie keep is reaped by whoever outlives it.
+            let keep = ProcessKeep::connect(k.arena, k.control, k.pid).map_err(|e| {
+                daemon_err("cannot reach the keep", e, &place, "close and open again")
+            })?;
+            eprintln!("cryptkeep: sector crypto by the keep (pid {})", k.pid);
+            if let Err(e) = daemon::lock_memory() {
+                eprintln!("cryptkeep: warning: cannot lock memory (mlockall): {e}");
+            }
+            Arc::new(KeepCrypt::new(Arc::new(keep), ss))
+        }
+        (None, Some(pass)) => {
+            let hdr = common::open_header(&ctx.volume, ctx.header.as_deref(), false)?;
+            let (slot, vk) = ctx
+                .luks
+                .unlock(&hdr, &pass, ctx.key_slot, ctx.backend)
+                .map_err(|e| from_luks(e, &place))?;
+            drop(pass);
+            eprintln!("cryptkeep: keyslot {slot} unlocked ({place}); key inline");
+            // After the KDF (whose memory is freed by now), before serving.
+            if let Err(e) = daemon::lock_memory() {
+                eprintln!("cryptkeep: warning: cannot lock memory (mlockall): {e}");
+            }
+            let cipher = new_sector_cipher(&ctx.seg.cipher, vk.as_slice(), ctx.backend)
+                .map_err(|e| from_crypto(&e, &place))?;
+            drop(vk);
+            Arc::new(InlineCrypt::new(cipher, ss, ctx.seg.iv_tweak))
+        }
+        (None, None) => {
+            return Err(CliError::new(
+                Code::Unexpected,
+                "neither a keep nor a passphrase to unlock with",
+                place,
+                "please report this bug",
+            ))
+        }
+    };
     let data = common::open_file(&ctx.volume, !read_only, "volume")?;
     let engine =
         Engine::new(data, ctx.seg.offset, ctx.data_size, crypt, read_only).map_err(|e| {

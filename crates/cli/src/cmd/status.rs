@@ -52,6 +52,20 @@ fn text(st: &State) -> String {
         "daemon:",
         &format!("pid {}{}", st.pid, if alive { "" } else { " (dead)" }),
     );
+    if let Some(k) = &st.keep {
+        let v = match k.pid {
+            Some(pid) if k.alive() => format!("{} (pid {pid}, key in {})", k.mode, k.secret_mem),
+            Some(pid) => format!(
+                "{} (pid {pid}) is GONE: every read and write fails with EIO; run close, then open again",
+                k.mode
+            ),
+            None => format!("{} (key in the daemon)", k.mode),
+        };
+        row(&mut s, "keep:", &v);
+        if k.pid.is_some() && k.alive() {
+            row(&mut s, "sandbox:", &k.sandbox);
+        }
+    }
     if let Some(m) = &st.mountpoint {
         row(&mut s, "mountpoint:", m);
     }

@@ -58,19 +58,32 @@ pub fn serve(
     arena.workers().store(workers as u32, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let spin = spin_window();
+    // Return only once every worker runs: a thread's start-up system calls
+    // (set_robust_list, rseq, its name) must be over before the caller
+    // applies a seccomp filter.
+    let started = Arc::new(std::sync::Barrier::new(workers + 1));
     let mut threads = Vec::new();
     for w in 0..workers {
         let mine: Vec<usize> = (0..queues).filter(|q| q % workers == w).collect();
-        let (a, h, s) = (arena.clone(), handler.clone(), stop.clone());
+        let (a, h, s, b) = (
+            arena.clone(),
+            handler.clone(),
+            stop.clone(),
+            started.clone(),
+        );
         let t = std::thread::Builder::new()
             .name(format!("keep-worker-{w}"))
-            .spawn(move || Worker::new(a, h, w, mine).run(&s, spin))
+            .spawn(move || {
+                b.wait();
+                Worker::new(a, h, w, mine).run(&s, spin)
+            })
             .map_err(|source| Error::Sys {
                 what: "spawning a keep worker",
                 source,
             })?;
         threads.push(t);
     }
+    started.wait();
     Ok(Server {
         arena,
         stop,

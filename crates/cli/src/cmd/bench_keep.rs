@@ -1,0 +1,349 @@
+//! `cryptkeep bench keep`: seed report 002's tables (secGear: enclave
+//! create/destroy, call cost, SHA-256 of 1 GB, AES-256-GCM of 23 bytes,
+//! RSA-2048) for the process keep against the host, plus sector-crypto
+//! throughput through the keep against inline (seed 000's question). Every
+//! host/keep pair is measured in the same run, and printed with the
+//! report's SGX figures beside ours.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use cryptkeep_crypto::{new_sector_cipher, Backend, CipherSpec};
+use cryptkeep_keep::calls::KeepCalls;
+use cryptkeep_keep::keep::{Keep, ProcessKeep};
+use cryptkeep_keep::ops;
+use cryptkeep_keep::proto;
+use cryptkeep_volume::{InlineCrypt, SectorCrypt};
+
+use crate::exit::{from_crypto, CliError, CliResult, Code};
+
+/// Options of `bench keep`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Keeps created and destroyed for the lifecycle figures.
+    #[arg(long, default_value_t = 20)]
+    pub lifecycles: usize,
+    /// MiB hashed by SHA-256 on each side (the report: 1 GB).
+    #[arg(long = "sha-mib", default_value_t = 1024)]
+    pub sha_mib: usize,
+    /// Seconds per sector-throughput run.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Request size for sector throughput, KiB.
+    #[arg(long = "request-kib", default_value_t = 256)]
+    pub request_kib: usize,
+    /// Client threads for sector throughput.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+}
+
+fn keep_err(e: impl std::fmt::Display) -> CliError {
+    CliError::new(
+        Code::Daemon,
+        format!("keep: {e}"),
+        "bench keep",
+        "see the message",
+    )
+}
+
+fn spawn_runtime(sector: bool) -> CliResult<ProcessKeep> {
+    let mut args = vec!["__keep", "runtime"];
+    if sector {
+        args.extend(["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    }
+    ProcessKeep::spawn(Path::new("/proc/self/exe"), args)
+        .map(|(k, _)| k)
+        .map_err(keep_err)
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Runs `bench keep`.
+pub fn run(a: Args) -> CliResult {
+    println!("# cryptkeep bench keep (seed 002 tables; seed 000's throughput question)\n");
+    lifecycle(&a)?;
+    let keep = spawn_runtime(true)?;
+    calls(&keep)?;
+    sha(&keep, a.sha_mib)?;
+    gcm(&keep)?;
+    rsa(&keep)?;
+    let keep = Arc::new(keep);
+    sectors(keep.clone(), &a)?;
+    if let Ok(k) = Arc::try_unwrap(keep) {
+        k.destroy().map_err(keep_err)?;
+    }
+    Ok(())
+}
+
+fn lifecycle(a: &Args) -> CliResult {
+    let (mut c, mut d) = (Vec::new(), Vec::new());
+    for _ in 0..a.lifecycles.max(1) {
+        let t = Instant::now();
+        let k = spawn_runtime(false)?;
+        k.null_call().map_err(keep_err)?;
+        c.push(us(t.elapsed()));
+        let t = Instant::now();
+        k.destroy().map_err(keep_err)?;
+        d.push(us(t.elapsed()));
+    }
+    println!("## Create / destroy ({} keeps, median µs)\n", a.lifecycles);
+    println!("| | create | destroy |\n|---|---:|---:|");
+    println!(
+        "| cryptkeep process keep (fork+exec, sandbox, arena, first call) | {:.0} | {:.0} |",
+        median(c),
+        median(d)
+    );
+    println!("| secGear SGX enclave (report, E3-1280 v6) | 19571 | 658 |\n");
+    Ok(())
+}
+
+fn calls(k: &ProcessKeep) -> CliResult {
+    // Spin path: back-to-back calls keep the worker spinning.
+    for _ in 0..10_000 {
+        k.null_call().map_err(keep_err)?;
+    }
+    let n = 200_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        k.null_call().map_err(keep_err)?;
+    }
+    let spin = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+    // Futex path: the worker has gone to sleep before each call.
+    let mut f = Vec::new();
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_millis(2));
+        let t = Instant::now();
+        k.null_call().map_err(keep_err)?;
+        f.push(t.elapsed().as_secs_f64() * 1e9);
+    }
+    println!("## Null call (round trip, ns)\n");
+    println!("| path | ns |\n|---|---:|");
+    println!("| spinning worker, back to back ({n} calls, mean) | {spin:.0} |");
+    println!(
+        "| sleeping worker, futex wake (200 calls, median) | {:.0} |",
+        median(f)
+    );
+    println!("| TresorSGX Netlink round trip (report 000) | ~14000 |\n");
+    Ok(())
+}
+
+fn sha(k: &ProcessKeep, mib: usize) -> CliResult {
+    let mut data = vec![0u8; mib << 20];
+    cryptkeep_crypto::rand::fill_random(&mut data).map_err(|e| from_crypto(&e, "bench"))?;
+    let t = Instant::now();
+    let host = ops::sha256(&data);
+    let th = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let kept = k.sha256(&data).map_err(keep_err)?;
+    let tk = t.elapsed().as_secs_f64();
+    if host != kept {
+        return Err(CliError::new(
+            Code::Unexpected,
+            "SHA-256 in the keep differs from the host's",
+            "bench keep",
+            "please report this bug",
+        ));
+    }
+    let mb = data.len() as f64 / 1e6;
+    println!("## SHA-256 of {mib} MiB of random data (digests equal)\n");
+    println!("| | host | keep | keep/host |\n|---|---:|---:|---:|");
+    println!("| seconds | {th:.3} | {tk:.3} | |");
+    println!(
+        "| MB/s | {:.0} | {:.0} | {:.1} % |",
+        mb / th,
+        mb / tk,
+        100.0 * th / tk
+    );
+    println!("| secGear SGX (report) MB/s | 174 | 73 | 41.9 % |\n");
+    Ok(())
+}
+
+/// Mean µs of `f` over `n` runs.
+fn time_us(n: usize, mut f: impl FnMut() -> CliResult) -> CliResult<f64> {
+    let t = Instant::now();
+    for _ in 0..n {
+        f()?;
+    }
+    Ok(us(t.elapsed()) / n as f64)
+}
+
+/// Mean µs of `inner` run `n` times inside the keep (no crossing).
+fn inside_us(k: &ProcessKeep, inner: u32, input: &[u8], cap: usize, n: u64) -> CliResult<f64> {
+    let mut buf = vec![0u8; (4 + cap.max(input.len())).max(16)];
+    buf[..4].copy_from_slice(&inner.to_le_bytes());
+    buf[4..4 + input.len()].copy_from_slice(input);
+    let got = k
+        .call(proto::OP_REPEAT, n, &mut buf, 4 + input.len())
+        .map_err(keep_err)?;
+    if got != 16 {
+        return Err(keep_err("short answer to a timed repeat"));
+    }
+    let ns = u64::from_le_bytes(buf[..8].try_into().unwrap_or_default());
+    let done = u64::from_le_bytes(buf[8..16].try_into().unwrap_or_default()).max(1);
+    Ok(ns as f64 / 1e3 / done as f64)
+}
+
+fn gcm(k: &ProcessKeep) -> CliResult {
+    let msg = b"Hello, cryptkeep keep!!"; // 23 bytes, as in the report
+    let gcm = ops::gcm::Gcm::new(&[7u8; 32]);
+    let n = 20_000;
+    let ct = gcm.encrypt(msg, &[]).map_err(keep_err)?;
+    let he = time_us(n, || {
+        std::hint::black_box(gcm.encrypt(msg, &[]).map_err(keep_err)?);
+        Ok(())
+    })?;
+    let hd = time_us(n, || {
+        std::hint::black_box(gcm.decrypt(&ct, &[]).map_err(keep_err)?);
+        Ok(())
+    })?;
+    let kct = k.gcm_encrypt(msg).map_err(keep_err)?;
+    let ie = inside_us(k, proto::OP_GCM_ENCRYPT, msg, 64, n as u64)?;
+    let id = inside_us(k, proto::OP_GCM_DECRYPT, &kct, 64, n as u64)?;
+    let ce = time_us(n, || k.gcm_encrypt(msg).map(|_| ()).map_err(keep_err))?;
+    let cd = time_us(n, || k.gcm_decrypt(&kct).map(|_| ()).map_err(keep_err))?;
+    println!("## AES-256-GCM of 23 bytes (µs per message)\n");
+    println!("| | encrypt | decrypt |\n|---|---:|---:|");
+    println!("| host | {he:.2} | {hd:.2} |");
+    println!(
+        "| inside the keep (timed there, no crossing; the report's measure) | {ie:.2} | {id:.2} |"
+    );
+    println!(
+        "| keep/host, inside | {:.0} % | {:.0} % |",
+        100.0 * he / ie,
+        100.0 * hd / id
+    );
+    println!("| through the keep, with the call | {ce:.2} | {cd:.2} |");
+    println!("| secGear SGX (report): host / enclave | 1.6 / 2.5 (64 %) | 0.6 / 1.9 (32 %) |\n");
+    Ok(())
+}
+
+fn rsa(k: &ProcessKeep) -> CliResult {
+    let msg = b"Hello, cryptkeep keep!!";
+    let gens = 10;
+    let hg = time_us(gens, || {
+        std::hint::black_box(ops::rsa::RsaKeyPair::generate_2048().map_err(keep_err)?);
+        Ok(())
+    })?;
+    let host = ops::rsa::RsaKeyPair::generate_2048().map_err(keep_err)?;
+    let hpub = host.public_key_der();
+    let n = 200;
+    let hct = ops::rsa::encrypt_oaep_sha256(&hpub, msg).map_err(keep_err)?;
+    let he = time_us(n, || {
+        std::hint::black_box(host.encrypt_oaep_sha256(msg).map_err(keep_err)?);
+        Ok(())
+    })?;
+    let hd = time_us(n, || {
+        std::hint::black_box(host.decrypt_oaep_sha256(&hct).map_err(keep_err)?);
+        Ok(())
+    })?;
+    let kg = time_us(gens, || k.rsa_generate().map(|_| ()).map_err(keep_err))?;
+    let kct = k.rsa_encrypt(msg).map_err(keep_err)?;
+    let ig = inside_us(k, proto::OP_RSA_GENERATE, &[], 1024, gens as u64)?;
+    let ie = inside_us(k, proto::OP_RSA_ENCRYPT, msg, 512, n as u64)?;
+    let id = inside_us(k, proto::OP_RSA_DECRYPT, &kct, 512, n as u64)?;
+    let ke = time_us(n, || k.rsa_encrypt(msg).map(|_| ()).map_err(keep_err))?;
+    let kd = time_us(n, || k.rsa_decrypt(&kct).map(|_| ()).map_err(keep_err))?;
+    println!("## RSA-2048 (µs; OAEP-SHA-256, 23-byte message)\n");
+    println!("| | key generation | encrypt | decrypt |\n|---|---:|---:|---:|");
+    println!("| host | {hg:.0} | {he:.1} | {hd:.1} |");
+    println!("| inside the keep (timed there) | {ig:.0} | {ie:.1} | {id:.1} |");
+    println!(
+        "| keep/host, inside | {:.0} % | {:.0} % | {:.0} % |",
+        100.0 * hg / ig,
+        100.0 * he / ie,
+        100.0 * hd / id
+    );
+    println!("| through the keep, with the call | {kg:.0} | {ke:.1} | {kd:.1} |");
+    println!("| secGear SGX (report): host / enclave | 164945 / 326562 (51 %) | 2203 / 4935 (44 %) | 1533 / 3927 (39 %) |\n");
+    println!(
+        "Key generation time varies a lot from key to key (prime search); {gens} keys each side.\n"
+    );
+    Ok(())
+}
+
+/// MiB/s of `threads` threads each running `f` on its own buffer.
+fn throughput(
+    threads: usize,
+    secs: f64,
+    req: usize,
+    f: &(dyn Fn(u64, &mut [u8]) -> CliResult + Sync),
+) -> CliResult<f64> {
+    let deadline = Duration::from_secs_f64(secs);
+    let total: CliResult<u64> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|i| {
+                s.spawn(move || -> CliResult<u64> {
+                    let mut buf = vec![0x5au8; req];
+                    let t = Instant::now();
+                    let mut bytes = 0u64;
+                    let mut sector = (i as u64) << 32;
+                    while t.elapsed() < deadline {
+                        f(sector, &mut buf)?;
+                        bytes += req as u64;
+                        sector += (req / 4096) as u64;
+                    }
+                    Ok(bytes)
+                })
+            })
+            .collect();
+        let mut sum = 0;
+        for h in hs {
+            sum += h
+                .join()
+                .map_err(|_| keep_err("a bench thread panicked"))??;
+        }
+        Ok(sum)
+    });
+    Ok(total? as f64 / (1 << 20) as f64 / secs)
+}
+
+fn sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
+    let spec = CipherSpec::parse("aes-xts-plain64").map_err(|e| from_crypto(&e, "bench"))?;
+    let mut key = zeroize::Zeroizing::new(vec![0u8; 64]);
+    cryptkeep_crypto::rand::fill_random(&mut key).map_err(|e| from_crypto(&e, "bench"))?;
+    let cipher = new_sector_cipher(&spec, &key, Backend::Accelerated)
+        .map_err(|e| from_crypto(&e, "bench"))?;
+    let inline = InlineCrypt::new(cipher, 4096, 0);
+    let through = cryptkeep_keep::crypt::KeepCrypt::new(keep.clone() as Arc<dyn Keep>, 4096);
+    let req = a.request_kib.max(4) << 10;
+    let vol = |e: cryptkeep_volume::Error| keep_err(e);
+    let mut rows = Vec::new();
+    for round in 0..3 {
+        let i = throughput(a.threads, a.seconds, req, &|s, b| {
+            inline.encrypt(s, b).map_err(vol)
+        })?;
+        let k = throughput(a.threads, a.seconds, req, &|s, b| {
+            through.encrypt(s, b).map_err(vol)
+        })?;
+        let z = throughput(a.threads, a.seconds, req, &|s, b| {
+            keep.client().with_slot(|slot| {
+                let n = b.len().min(slot.buf().len());
+                slot.call(proto::OP_ENCRYPT_SECTORS, s, n)
+                    .map(|_| ())
+                    .map_err(keep_err)
+            })
+        })?;
+        rows.push((round, i, k, z));
+    }
+    println!("## Sector crypto, aes-xts-plain64 512-bit, 4096-byte sectors, {} KiB requests, {} threads (MiB/s)\n", a.request_kib, a.threads);
+    println!("| round | inline | keep (copy in/out) | keep (zero-copy slot) | copy/inline | zero-copy/inline |\n|---|---:|---:|---:|---:|---:|");
+    for (r, i, k, z) in &rows {
+        println!(
+            "| {} | {i:.0} | {k:.0} | {z:.0} | {:.1} % | {:.1} % |",
+            r + 1,
+            100.0 * k / i,
+            100.0 * z / i
+        );
+    }
+    println!("\nTresorSGX (report 000): 1 % of plain throughput.\n");
+    Ok(())
+}

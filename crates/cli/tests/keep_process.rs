@@ -1,0 +1,240 @@
+//! The process keep, tested as the real `cryptkeep` binary runs it: typed
+//! operations agree with the host, hostile descriptors fail only their own
+//! request, the keep is sandboxed (seccomp, no new privileges, secret memory
+//! unreadable, ptrace refused without CAP_SYS_PTRACE), and a forbidden
+//! system call kills it.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Command;
+
+use cryptkeep_keep::calls::KeepCalls;
+use cryptkeep_keep::keep::{recv_hello, Hello, Keep, ProcessKeep};
+use cryptkeep_keep::{ops, proto, spawn};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cryptkeep");
+
+fn runtime(extra: &[&str]) -> ProcessKeep {
+    let mut args = vec!["__keep", "runtime"];
+    args.extend_from_slice(extra);
+    let (k, facts) = ProcessKeep::spawn(Path::new(BIN), args).expect("keep starts");
+    assert!(
+        facts
+            .iter()
+            .any(|(k, v)| k == "sandbox" && v.contains("seccomp")),
+        "facts: {facts:?}"
+    );
+    k
+}
+
+fn random(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    cryptkeep_crypto::rand::fill_random(&mut v).unwrap();
+    v
+}
+
+#[test]
+fn operations_in_the_keep_agree_with_the_host() {
+    let k = runtime(&[]);
+    k.null_call().unwrap();
+    // Larger than one request, so the SHA-256 stream has several updates.
+    let data = random(3 * k.max_request() + 12345);
+    assert_eq!(k.sha256(&data).unwrap(), ops::sha256(&data));
+    assert_eq!(k.sha256(b"abc").unwrap(), ops::sha256(b"abc"));
+
+    let blob = k.seal(b"a secret for later").unwrap();
+    assert_eq!(k.unseal(&blob).unwrap(), b"a secret for later");
+    let mut bad = blob.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert!(k.unseal(&bad).is_err(), "a tampered sealed blob opened");
+
+    let ct = k.gcm_encrypt(b"23 bytes of plain text!").unwrap();
+    assert_eq!(ct.len(), 23 + 28);
+    assert_eq!(k.gcm_decrypt(&ct).unwrap(), b"23 bytes of plain text!");
+
+    assert!(k.rsa_sign(b"x").is_err(), "signing before a key exists");
+    let public = k.rsa_generate().unwrap();
+    let sig = k.rsa_sign(b"signed in the keep").unwrap();
+    assert!(ops::rsa::verify_pss_sha256(&public, b"signed in the keep", &sig).unwrap_or(false));
+    assert!(!ops::rsa::verify_pss_sha256(&public, b"something else", &sig).unwrap_or(false));
+    let rct = ops::rsa::encrypt_oaep_sha256(&public, b"for the keep only").unwrap();
+    assert_eq!(k.rsa_decrypt(&rct).unwrap(), b"for the keep only");
+    let own = k.rsa_encrypt(b"round trip").unwrap();
+    assert_eq!(k.rsa_decrypt(&own).unwrap(), b"round trip");
+    k.destroy().unwrap();
+}
+
+#[test]
+fn sealed_blobs_do_not_open_in_another_keep() {
+    let a = runtime(&[]);
+    let b = runtime(&[]);
+    let blob = a.seal(b"bound to keep a").unwrap();
+    assert!(b.unseal(&blob).is_err());
+    a.destroy().unwrap();
+    b.destroy().unwrap();
+}
+
+#[test]
+fn hostile_descriptors_fail_alone() {
+    let k = runtime(&["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    let c = k.client();
+    let slot = c.max_request() as u64;
+    let cases: [(u64, u32, u32); 5] = [
+        (u64::MAX - 10, 0, 4096),                // offset overflows
+        (0, 8192, 4096),                         // in_len > cap
+        (0, 0, (slot as u32).saturating_mul(2)), // cap beyond the slot
+        (slot * 3, 0, 4096),                     // another queue's slot
+        (slot * 1000, 0, 16),                    // far outside the arena
+    ];
+    for (off, in_len, cap) in cases {
+        let (status, _) = c
+            .submit_raw(0, proto::OP_ENCRYPT_SECTORS, 0, off, in_len, cap)
+            .unwrap();
+        assert_eq!(
+            status,
+            proto::STATUS_BAD_DESCRIPTOR,
+            "offset {off} in {in_len} cap {cap}"
+        );
+    }
+    // Not a whole sector: refused by the handler, not a crash.
+    let mut odd = vec![0u8; 1000];
+    assert!(k
+        .call(proto::OP_ENCRYPT_SECTORS, 0, &mut odd, 1000)
+        .is_err());
+    // Unknown operation.
+    assert!(k.call(999, 0, &mut [0u8; 16], 0).is_err());
+    // The keep still serves, and sector crypto round-trips.
+    k.null_call().unwrap();
+    let plain = random(64 << 10);
+    let mut buf = plain.clone();
+    k.call(proto::OP_ENCRYPT_SECTORS, 7, &mut buf, plain.len())
+        .unwrap();
+    assert_ne!(buf, plain);
+    k.call(proto::OP_DECRYPT_SECTORS, 7, &mut buf, plain.len())
+        .unwrap();
+    assert_eq!(buf, plain);
+    assert!(k.is_alive());
+    k.destroy().unwrap();
+}
+
+fn status_field(pid: i32, key: &str) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// (start, end) of the keep's memfd_secret mapping, from /proc/PID/maps.
+fn secretmem_range(pid: i32) -> Option<(u64, u64)> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    maps.lines().find(|l| l.contains("secretmem")).map(|l| {
+        let (a, b) = l
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .split_once('-')
+            .unwrap();
+        (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        )
+    })
+}
+
+#[test]
+fn the_keep_is_sandboxed_and_its_key_pages_unreadable() {
+    use std::os::unix::fs::FileExt;
+    let k = runtime(&["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    let pid = k.pid();
+    assert_eq!(status_field(pid, "Seccomp:"), "2", "seccomp filter mode");
+    assert_eq!(status_field(pid, "NoNewPrivs:"), "1");
+    let (start, end) = secretmem_range(pid).expect("a memfd_secret mapping in the keep");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut b = vec![0u8; (end - start) as usize];
+    let r = mem.read_at(&mut b, start);
+    assert!(
+        !matches!(r, Ok(n) if n > 0),
+        "read of secret memory gave {r:?}"
+    );
+    // Ordinary memory of the same process reads fine as root (so the read
+    // above could have succeeded).
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let heap = maps
+        .lines()
+        .find(|l| l.ends_with("[heap]") || l.ends_with("[stack]"))
+        .unwrap();
+    let a = u64::from_str_radix(heap.split('-').next().unwrap(), 16).unwrap();
+    let mut one = [0u8; 16];
+    assert_eq!(mem.read_at(&mut one, a).unwrap(), 16);
+    k.destroy().unwrap();
+}
+
+/// Opening `/proc/PID/mem` (what ptrace-based readers need: ptrace
+/// attach access) as root without CAP_SYS_PTRACE (setpriv drops it from
+/// the inheritable and bounding sets before exec).
+fn read_without_ptrace_cap(pid: u32) -> bool {
+    Command::new("setpriv")
+        .args([
+            "--inh-caps=-all",
+            "--bounding-set=-sys_ptrace",
+            "--",
+            "dd",
+            "bs=1",
+            "count=0",
+        ])
+        .arg(format!("if=/proc/{pid}/mem"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn without_cap_sys_ptrace_the_keep_cannot_be_inspected() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        panic!("setpriv (util-linux) is missing: run scripts/install-deps.sh");
+    }
+    // Control: an ordinary (dumpable) process without capabilities, like
+    // the keep after it drops them, can be inspected.
+    let mut plain = Command::new("setpriv")
+        .args([
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        read_without_ptrace_cap(plain.id()),
+        "control: an ordinary process must be readable"
+    );
+    let _ = plain.kill();
+    let _ = plain.wait();
+    let k = runtime(&[]);
+    assert_eq!(
+        status_field(k.pid(), "CapEff:"),
+        "0000000000000000",
+        "the keep kept capabilities"
+    );
+    assert!(
+        !read_without_ptrace_cap(k.pid() as u32),
+        "the keep was readable without CAP_SYS_PTRACE"
+    );
+    k.destroy().unwrap();
+}
+
+#[test]
+fn a_forbidden_syscall_kills_the_keep() {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["__keep", "runtime"])
+        .env(cryptkeep_keep::service::SELFTEST_ENV, "forbidden-syscall");
+    let sp = spawn::spawn_command(cmd).unwrap();
+    let mut child = sp.child;
+    assert!(matches!(recv_hello(&sp.control), Ok(Hello::Ready { .. })));
+    let st = child.wait().unwrap();
+    assert_eq!(st.signal(), Some(libc::SIGSYS), "keep ended with {st:?}");
+}
