@@ -238,3 +238,38 @@ fn a_forbidden_syscall_kills_the_keep() {
     let st = child.wait().unwrap();
     assert_eq!(st.signal(), Some(libc::SIGSYS), "keep ended with {st:?}");
 }
+
+#[test]
+fn timed_repeats_run_inside_the_keep() {
+    // With a sector cipher, so the keep's secret heap is active too.
+    let k = runtime(&["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    k.rsa_generate().unwrap();
+    let mut rsa_ct = Vec::new();
+    for (op, input, cap) in [
+        (proto::OP_SHA256, &b"abc"[..], 64usize),
+        (proto::OP_GCM_ENCRYPT, &b"23 bytes of plain text!"[..], 64),
+        (proto::OP_RSA_GENERATE, &b""[..], 1024),
+        (proto::OP_RSA_ENCRYPT, &b"23 bytes of plain text!"[..], 512),
+    ] {
+        let mut buf = vec![0u8; 4 + cap];
+        buf[..4].copy_from_slice(&op.to_le_bytes());
+        buf[4..4 + input.len()].copy_from_slice(input);
+        let n = k.call(proto::OP_REPEAT, 2, &mut buf, 4 + input.len());
+        assert_eq!(n.as_ref().ok(), Some(&16), "repeat of {}: {n:?}", proto::op_name(op));
+        let done = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+        assert_eq!(done, 2);
+        // Key generation replaced the key: encrypt for the decrypt case now.
+        rsa_ct = k.rsa_encrypt(b"x").unwrap();
+    }
+    let mut buf = vec![0u8; 4 + 512];
+    buf[..4].copy_from_slice(&proto::OP_RSA_DECRYPT.to_le_bytes());
+    buf[4..4 + rsa_ct.len()].copy_from_slice(&rsa_ct);
+    assert_eq!(k.call(proto::OP_REPEAT, 2, &mut buf, 4 + rsa_ct.len()).unwrap(), 16);
+    // Repeats of repeats and absurd counts are refused.
+    let mut buf = vec![0u8; 64];
+    buf[..4].copy_from_slice(&proto::OP_REPEAT.to_le_bytes());
+    assert!(k.call(proto::OP_REPEAT, 2, &mut buf, 4).is_err());
+    buf[..4].copy_from_slice(&proto::OP_NULL.to_le_bytes());
+    assert!(k.call(proto::OP_REPEAT, u64::MAX, &mut buf, 4).is_err());
+    k.destroy().unwrap();
+}

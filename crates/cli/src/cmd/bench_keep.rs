@@ -246,8 +246,9 @@ fn rsa(k: &ProcessKeep) -> CliResult {
         Ok(())
     })?;
     let kg = time_us(gens, || k.rsa_generate().map(|_| ()).map_err(keep_err))?;
-    let kct = k.rsa_encrypt(msg).map_err(keep_err)?;
     let ig = inside_us(k, proto::OP_RSA_GENERATE, &[], 1024, gens as u64)?;
+    // After the last key generation, so the ciphertext is for the key in use.
+    let kct = k.rsa_encrypt(msg).map_err(keep_err)?;
     let ie = inside_us(k, proto::OP_RSA_ENCRYPT, msg, 512, n as u64)?;
     let id = inside_us(k, proto::OP_RSA_DECRYPT, &kct, 512, n as u64)?;
     let ke = time_us(n, || k.rsa_encrypt(msg).map(|_| ()).map_err(keep_err))?;
