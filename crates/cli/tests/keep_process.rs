@@ -150,6 +150,20 @@ fn the_keep_is_sandboxed_and_its_key_pages_unreadable() {
     let pid = k.pid();
     assert_eq!(status_field(pid, "Seccomp:"), "2", "seccomp filter mode");
     assert_eq!(status_field(pid, "NoNewPrivs:"), "1");
+    // Every thread (the workers too): filtered, without capabilities.
+    let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(tasks.len() >= 2, "workers: {tasks:?}");
+    for t in tasks {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status")).unwrap();
+        assert!(
+            st.contains("CapEff:\t0000000000000000"),
+            "thread {t} keeps capabilities"
+        );
+        assert!(st.contains("Seccomp:\t2"), "thread {t} is not filtered");
+    }
     let (start, end) = secretmem_range(pid).expect("a memfd_secret mapping in the keep");
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
     let mut b = vec![0u8; (end - start) as usize];
@@ -255,7 +269,12 @@ fn timed_repeats_run_inside_the_keep() {
         buf[..4].copy_from_slice(&op.to_le_bytes());
         buf[4..4 + input.len()].copy_from_slice(input);
         let n = k.call(proto::OP_REPEAT, 2, &mut buf, 4 + input.len());
-        assert_eq!(n.as_ref().ok(), Some(&16), "repeat of {}: {n:?}", proto::op_name(op));
+        assert_eq!(
+            n.as_ref().ok(),
+            Some(&16),
+            "repeat of {}: {n:?}",
+            proto::op_name(op)
+        );
         let done = u64::from_le_bytes(buf[8..16].try_into().unwrap());
         assert_eq!(done, 2);
         // Key generation replaced the key: encrypt for the decrypt case now.
@@ -264,7 +283,11 @@ fn timed_repeats_run_inside_the_keep() {
     let mut buf = vec![0u8; 4 + 512];
     buf[..4].copy_from_slice(&proto::OP_RSA_DECRYPT.to_le_bytes());
     buf[4..4 + rsa_ct.len()].copy_from_slice(&rsa_ct);
-    assert_eq!(k.call(proto::OP_REPEAT, 2, &mut buf, 4 + rsa_ct.len()).unwrap(), 16);
+    assert_eq!(
+        k.call(proto::OP_REPEAT, 2, &mut buf, 4 + rsa_ct.len())
+            .unwrap(),
+        16
+    );
     // Repeats of repeats and absurd counts are refused.
     let mut buf = vec![0u8; 64];
     buf[..4].copy_from_slice(&proto::OP_REPEAT.to_le_bytes());

@@ -3,7 +3,7 @@
 //! call borrows a buffer, sends one request (or a stream of them for
 //! SHA-256 of large inputs) and checks the answer's length.
 
-use crate::keep::Keep;
+use crate::keep::{Keep, SlotAccess};
 use crate::proto::*;
 use crate::Error;
 
@@ -20,7 +20,9 @@ pub trait KeepCalls: Keep {
     }
 
     /// SHA-256 of `data` computed inside the keep, streamed in requests of
-    /// [`Keep::max_request`] bytes.
+    /// [`Keep::max_request`] bytes. Where the keep lends shared slots, two
+    /// are used in turn: the next chunk is copied in while the keep hashes
+    /// the current one.
     fn sha256(&self, data: &[u8]) -> Result<[u8; 32], Error> {
         let mut h = [0u8; 8];
         expect_len(
@@ -29,16 +31,20 @@ pub trait KeepCalls: Keep {
             OP_SHA256_BEGIN,
         )?;
         let handle = u64::from_le_bytes(h);
-        let step = self.max_request().max(1);
-        let mut buf = vec![0u8; step.min(data.len()).max(32)];
-        for part in data.chunks(step) {
-            buf[..part.len()].copy_from_slice(part);
-            self.call(OP_SHA256_UPDATE, handle, &mut buf[..part.len()], part.len())?;
+        let slot = self.slot_len();
+        if slot > 0 {
+            sha_pipelined(self, handle, data, slot)?;
+        } else {
+            let step = self.max_request().max(1);
+            let mut buf = vec![0u8; step.min(data.len()).max(32)];
+            for part in data.chunks(step) {
+                buf[..part.len()].copy_from_slice(part);
+                self.call(OP_SHA256_UPDATE, handle, &mut buf[..part.len()], part.len())?;
+            }
         }
-        let n = self.call(OP_SHA256_FINISH, handle, &mut buf[..32], 0)?;
-        expect_len(n, 32, OP_SHA256_FINISH)?;
         let mut out = [0u8; 32];
-        out.copy_from_slice(&buf[..32]);
+        let n = self.call(OP_SHA256_FINISH, handle, &mut out, 0)?;
+        expect_len(n, 32, OP_SHA256_FINISH)?;
         Ok(out)
     }
 
@@ -104,6 +110,40 @@ pub trait KeepCalls: Keep {
 }
 
 impl<K: Keep + ?Sized> KeepCalls for K {}
+
+/// Streams `data` into SHA-256 session `handle` through two shared slots:
+/// while the keep hashes one chunk, the next is copied into the other.
+/// Updates stay in order: a chunk is submitted only after the previous one
+/// finished.
+fn sha_pipelined<K: Keep + ?Sized>(
+    k: &K,
+    handle: u64,
+    data: &[u8],
+    step: usize,
+) -> Result<(), Error> {
+    let mut chunks = data.chunks(step);
+    let Some(first) = chunks.next() else {
+        return Ok(());
+    };
+    k.with_slot(&mut |a: &mut dyn SlotAccess| {
+        k.with_slot(&mut |b: &mut dyn SlotAccess| {
+            let (mut cur, mut other): (&mut dyn SlotAccess, &mut dyn SlotAccess) =
+                (&mut *a, &mut *b);
+            cur.buf()[..first.len()].copy_from_slice(first);
+            cur.start(OP_SHA256_UPDATE, handle, 0, first.len())?;
+            loop {
+                let next = chunks.next();
+                if let Some(n) = next {
+                    other.buf()[..n.len()].copy_from_slice(n);
+                }
+                cur.finish()?;
+                let Some(n) = next else { return Ok(()) };
+                other.start(OP_SHA256_UPDATE, handle, 0, n.len())?;
+                std::mem::swap(&mut cur, &mut other);
+            }
+        })
+    })
+}
 
 fn expect_len(got: usize, want: usize, op: u32) -> Result<(), Error> {
     if got == want {

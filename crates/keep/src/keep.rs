@@ -50,6 +50,11 @@ pub trait SlotAccess {
     /// One request on `buf()[offset..]`: the keep reads `in_len` bytes
     /// there and answers in place; returns the answer's length.
     fn call_at(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<usize, Error>;
+    /// Starts such a request without waiting; the buffer range is the
+    /// keep's until [`SlotAccess::finish`].
+    fn start(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<(), Error>;
+    /// Waits for the started request; returns the answer's length.
+    fn finish(&mut self) -> Result<usize, Error>;
 }
 
 struct SlotAdapter<'a, 'b>(&'a mut Slot<'b>);
@@ -60,6 +65,12 @@ impl SlotAccess for SlotAdapter<'_, '_> {
     }
     fn call_at(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<usize, Error> {
         self.0.call_at(op, arg, offset, in_len, in_len)
+    }
+    fn start(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<(), Error> {
+        self.0.start_at(op, arg, offset, in_len, in_len)
+    }
+    fn finish(&mut self) -> Result<usize, Error> {
+        self.0.finish()
     }
 }
 

@@ -22,7 +22,7 @@ pub struct ServiceOptions {
     /// Facts sent with READY (for `status` and the log).
     pub facts: Vec<(&'static str, String)>,
     /// Self-test of the sandbox: right after READY, try a forbidden system
-    /// call (open a file). seccomp must kill the keep with SIGSYS; if it
+    /// call (create a socket). seccomp must kill the keep with SIGSYS; if it
     /// does not, the keep logs that and goes on. Set from the environment
     /// variable [`SELFTEST_ENV`] = `forbidden-syscall` by the keep's main.
     pub selftest_forbidden_syscall: bool,
@@ -55,13 +55,17 @@ pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) ->
     let arena = Arc::new(Arena::create(opts.arena)?);
     crate::ops::warm_up();
     // Landlock binds the calling thread and the threads it starts later:
-    // before the workers. seccomp is synchronised to every thread after.
+    // before the workers. Capabilities are per thread too, but dropping them
+    // first would subject thread creation to RLIMIT_NPROC (root's process
+    // count): each worker drops its own instead, then this thread. seccomp
+    // is synchronised to every thread after.
     let landlock = sandbox::landlock::restrict_all()?;
-    let server = shm::serve(arena.clone(), handler, opts.workers.max(1))?;
+    let init: shm::ThreadInit = Arc::new(sandbox::drop_capabilities);
+    let server = shm::serve_with(arena.clone(), handler, opts.workers.max(1), init)?;
+    sandbox::drop_capabilities()?;
     let keep_fds = [2, control.as_raw_fd(), arena.fd().as_raw_fd()];
     sandbox::close_fds_except(&keep_fds)?;
     let allow = sandbox::seccomp::keep_serving();
-    sandbox::drop_capabilities()?;
     sandbox::seccomp::install(&allow)?;
     let report = sandbox::SandboxReport {
         landlock,
@@ -75,8 +79,10 @@ pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) ->
     }
     send_ready(control.as_fd(), arena.fd(), &facts)?;
     if opts.selftest_forbidden_syscall {
-        let r = std::fs::File::open("/etc/hostname");
-        eprintln!("cryptkeep keep: SANDBOX FAILURE: open() after lock-down returned {r:?}");
+        // SAFETY: socket(2) with constant arguments; any descriptor it
+        // returned would simply be leaked.
+        let r = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        eprintln!("cryptkeep keep: SANDBOX FAILURE: socket() after lock-down returned {r}");
     }
     loop {
         match control::recv(control.as_fd()) {

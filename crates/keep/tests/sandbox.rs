@@ -27,8 +27,9 @@ fn child() {
         return;
     };
     match case.as_str() {
-        "secret" => child_secret(false),
-        "secret_harden" => child_secret(true),
+        "secret" => child_secret(false, false),
+        "secret_nocaps" => child_secret(false, true),
+        "secret_harden" => child_secret(true, true),
         "attack" => child_attack(),
         "peek" => child_peek(),
         "seccomp_forbidden" => child_seccomp_forbidden(),
@@ -46,11 +47,24 @@ fn exit_now(code: i32) -> ! {
     std::process::exit(code)
 }
 
-/// Holds the marker in secret memory and in a Vec, says where, and waits
+/// Optionally hardens and drops capabilities (as the keep does), then
+/// holds the marker in secret memory and in a Vec, says where, and waits
 /// for stdin to close.
-fn child_secret(harden: bool) {
+fn child_secret(harden: bool, drop_caps: bool) {
     if harden {
         sandbox::harden().expect("harden");
+    }
+    if drop_caps {
+        // As the keep does in lock_down: without this, the kernel's
+        // capability-subset rule alone already stops a tracer that lacks
+        // some of the target's capabilities, and the control would fail.
+        sandbox::drop_capabilities().expect("drop_capabilities");
+        if !harden {
+            // Losing capabilities makes the kernel clear "dumpable"
+            // (commit_creds); the control must differ only in harden().
+            // SAFETY: prctl with constant arguments.
+            assert_eq!(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }, 0);
+        }
     }
     let secret = SecretMem::from_slice(&MARKER).expect("SecretMem");
     let plain = MARKER.to_vec();
@@ -59,10 +73,12 @@ fn child_secret(harden: bool) {
         SecretKind::LockedFallback => "fallback",
     };
     println!(
-        "READY {} {:#x} {:#x} {kind}",
+        "READY {} {:#x} {:#x} {kind} {}",
         std::process::id(),
         secret.as_slice().as_ptr() as usize,
-        plain.as_ptr() as usize
+        plain.as_ptr() as usize,
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() }
     );
     let _ = std::io::stdout().flush();
     let mut sink = Vec::new();
@@ -150,8 +166,14 @@ fn child_seccomp_forbidden() {
     install_serving();
     println!("INSTALLED");
     let _ = std::io::stdout().flush();
-    // Forbidden: openat. The kernel kills the process before it returns.
-    let _ = std::fs::File::open("/etc/hostname");
+    // openat is refused softly (glibc's malloc needs that), not allowed.
+    let e = std::fs::File::open("/etc/hostname").expect_err("openat after seccomp");
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+    println!("OPENAT EACCES");
+    let _ = std::io::stdout().flush();
+    // Forbidden: socket. The kernel kills the process before it returns.
+    // SAFETY: socket(2) with constant arguments.
+    let _ = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
     println!("SURVIVED");
     exit_now(0)
 }
@@ -317,7 +339,8 @@ fn text(o: &Output) -> String {
 }
 
 fn line<'a>(o: &'a str, prefix: &str) -> Option<&'a str> {
-    o.lines().find_map(|l| l.strip_prefix(prefix))
+    o.lines()
+        .find_map(|l| l.split_once(prefix).map(|(_, rest)| rest))
 }
 
 /// A child holding the marker; stop it by dropping `stdin`.
@@ -325,12 +348,18 @@ struct Holder {
     child: Child,
     stdin: Option<ChildStdin>,
     pid: i32,
+    /// The thread that ran harden/drop_capabilities (credentials are per
+    /// thread; libtest runs the child on a thread that is not the leader).
+    tid: i32,
     secret: usize,
     plain: usize,
     kind: String,
 }
 
 impl Holder {
+    // The child is waited for by Holder's Drop (or finish); clippy cannot
+    // see through the move into the struct.
+    #[allow(clippy::zombie_processes)]
     fn start(case: &str, fallback: bool) -> Holder {
         let mut c = child_cmd(case);
         if fallback {
@@ -345,15 +374,18 @@ impl Holder {
         let mut l = String::new();
         loop {
             l.clear();
-            assert!(
-                out.read_line(&mut l).unwrap() > 0,
-                "child ended before READY"
-            );
-            if let Some(rest) = l.trim().strip_prefix("READY ") {
+            if out.read_line(&mut l).unwrap_or(0) == 0 {
+                let _ = child.kill();
+                let st = child.wait();
+                panic!("child ended before READY: {st:?}");
+            }
+            // libtest prints "test child ... " before the child's own line.
+            if let Some((_, rest)) = l.trim().split_once("READY ") {
                 let f: Vec<&str> = rest.split(' ').collect();
                 let hex = |s: &str| usize::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
                 return Holder {
                     pid: f[0].parse().unwrap(),
+                    tid: f[4].parse().unwrap(),
                     secret: hex(f[1]),
                     plain: hex(f[2]),
                     kind: f[3].to_string(),
@@ -368,6 +400,14 @@ impl Holder {
         drop(self.stdin.take());
         let st = self.child.wait().unwrap();
         assert!(st.success(), "holder exited with {st:?}");
+    }
+}
+
+impl Drop for Holder {
+    /// A failed assertion must not leave the holder running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -476,7 +516,7 @@ fn attack(pid: i32) -> (i32, i32) {
     let capeff = l.split("CapEff:").nth(1).unwrap().trim();
     let eff = u64::from_str_radix(capeff, 16).unwrap();
     assert_eq!(
-        eff & (1 << 19 /* CAP_SYS_PTRACE */),
+        eff & (1 << 19/* CAP_SYS_PTRACE */),
         0,
         "attacker still has CAP_SYS_PTRACE"
     );
@@ -493,15 +533,15 @@ fn attack(pid: i32) -> (i32, i32) {
 #[test]
 fn harden_stops_root_without_cap_sys_ptrace() {
     // Control: against an ordinary (dumpable) child the attacker succeeds.
-    let soft = Holder::start("secret", false);
+    let soft = Holder::start("secret_nocaps", false);
     assert_eq!(
-        attack(soft.pid),
+        attack(soft.tid),
         (0, 0),
         "attacker works against a dumpable process"
     );
     soft.finish();
     let hard = Holder::start("secret_harden", false);
-    let (attach, mem) = attack(hard.pid);
+    let (attach, mem) = attack(hard.tid);
     assert_eq!(attach, libc::EPERM, "PTRACE_ATTACH to a non-dumpable keep");
     assert_eq!(
         mem,
@@ -547,8 +587,9 @@ fn assert_sigsys(case: &str) {
 }
 
 #[test]
-fn seccomp_kills_forbidden_openat() {
+fn seccomp_refuses_openat_and_kills_socket() {
     assert_sigsys("seccomp_forbidden");
+    assert!(String::from_utf8_lossy(&run("seccomp_forbidden").stdout).contains("OPENAT EACCES"));
 }
 
 #[test]

@@ -31,11 +31,12 @@ pub struct Args {
     /// Seconds per sector-throughput run.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
-    /// Request size for sector throughput, KiB.
-    #[arg(long = "request-kib", default_value_t = 256)]
+    /// Request size for sector throughput, KiB (FUSE's largest request).
+    #[arg(long = "request-kib", default_value_t = 1024)]
     pub request_kib: usize,
-    /// Client threads for sector throughput.
-    #[arg(long, default_value_t = 2)]
+    /// Threads for sector throughput, inline and through the keep alike
+    /// (the FUSE block file dispatches on 4).
+    #[arg(long, default_value_t = 4)]
     pub threads: usize,
 }
 

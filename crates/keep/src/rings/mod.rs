@@ -15,4 +15,4 @@ mod server;
 pub use arena::{Arena, ArenaConfig, MAX_QUEUES, MAX_WORKERS};
 pub use client::{Client, Slot};
 pub use entry::{Completion, Submission};
-pub use server::{serve, Handler, Server};
+pub use server::{serve, serve_with, Handler, Server, ThreadInit};

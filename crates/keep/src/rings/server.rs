@@ -30,7 +30,9 @@ pub trait Handler: Send + Sync {
 }
 
 /// How long a worker keeps polling after its last request before it
-/// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default 50 µs).
+/// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default 50 µs); past
+/// the first microseconds it yields the CPU between polls, so it costs
+/// nothing when another thread wants the core.
 fn spin_window() -> Duration {
     let us = std::env::var("CRYPTKEEP_KEEP_SPIN_US")
         .ok()
@@ -47,11 +49,26 @@ pub struct Server {
 }
 
 /// Starts `workers` threads serving `arena` with `handler` (queue `q` is
-/// served by worker `q % workers`) and returns at once.
+/// served by worker `q % workers`) and returns once they all run.
 pub fn serve(
     arena: Arc<Arena>,
     handler: Arc<dyn Handler>,
     workers: usize,
+) -> Result<Server, Error> {
+    serve_with(arena, handler, workers, Arc::new(|| Ok(())))
+}
+
+/// Per-thread set-up a worker runs before it serves (for what the kernel
+/// applies per thread: capabilities, Landlock).
+pub type ThreadInit = Arc<dyn Fn() -> Result<(), Error> + Send + Sync>;
+
+/// [`serve`], with `init` run first on every worker thread; fails if it
+/// fails on any.
+pub fn serve_with(
+    arena: Arc<Arena>,
+    handler: Arc<dyn Handler>,
+    workers: usize,
+    init: ThreadInit,
 ) -> Result<Server, Error> {
     let queues = arena.config().queues;
     let workers = workers.clamp(1, queues.min(super::arena::MAX_WORKERS));
@@ -62,6 +79,7 @@ pub fn serve(
     // (set_robust_list, rseq, its name) must be over before the caller
     // applies a seccomp filter.
     let started = Arc::new(std::sync::Barrier::new(workers + 1));
+    let failed: Arc<std::sync::Mutex<Option<Error>>> = Arc::new(std::sync::Mutex::new(None));
     let mut threads = Vec::new();
     for w in 0..workers {
         let mine: Vec<usize> = (0..queues).filter(|q| q % workers == w).collect();
@@ -71,11 +89,21 @@ pub fn serve(
             stop.clone(),
             started.clone(),
         );
+        let (init, failed) = (init.clone(), failed.clone());
         let t = std::thread::Builder::new()
             .name(format!("keep-worker-{w}"))
             .spawn(move || {
+                let ok = match init() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        false
+                    }
+                };
                 b.wait();
-                Worker::new(a, h, w, mine).run(&s, spin)
+                if ok {
+                    Worker::new(a, h, w, mine).run(&s, spin)
+                }
             })
             .map_err(|source| Error::Sys {
                 what: "spawning a keep worker",
@@ -84,11 +112,17 @@ pub fn serve(
         threads.push(t);
     }
     started.wait();
-    Ok(Server {
+    let server = Server {
         arena,
         stop,
         threads,
-    })
+    };
+    let err = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(e) = err {
+        server.shutdown();
+        return Err(e);
+    }
+    Ok(server)
 }
 
 impl Server {
@@ -144,8 +178,15 @@ impl Worker {
                 continue;
             }
             polls = polls.wrapping_add(1);
-            if !polls.is_multiple_of(64) || last_work.elapsed() < spin {
+            if !polls.is_multiple_of(16) {
                 std::hint::spin_loop();
+                continue;
+            }
+            let idle = last_work.elapsed();
+            if idle < spin {
+                if idle > super::client::HOT_SPIN * 4 {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             self.sleep(stop);

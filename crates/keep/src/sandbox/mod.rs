@@ -97,6 +97,10 @@ fn close_listed_except(keep: &[u32]) -> Result<(), Error> {
 /// root-owned keep is no stronger than any other process of its user
 /// (ptrace by a same-user process that lacks CAP_SYS_PTRACE is then
 /// decided by the keep being non-dumpable).
+///
+/// Capabilities are per thread: this drops them for the calling thread
+/// and threads it creates afterwards only. Call it before the workers are
+/// spawned. (Dropping them also makes the kernel clear "dumpable".)
 pub fn drop_capabilities() -> Result<(), Error> {
     #[repr(C)]
     struct Header {
@@ -149,6 +153,12 @@ impl fmt::Display for SandboxReport {
 
 /// Landlock first (its own system calls are not on the allowlist), then
 /// the seccomp filter on every thread.
+///
+/// Only seccomp (TSYNC) reaches threads that already run; Landlock
+/// (ABI <= 7) and capabilities are per thread, so a caller with worker
+/// threads should also call [`drop_capabilities`] and
+/// [`landlock::restrict_all`] before spawning them (both are harmless to
+/// repeat here).
 pub fn lock_down(allow: &seccomp::Allowlist) -> Result<SandboxReport, Error> {
     let landlock = landlock::restrict_all()?;
     drop_capabilities()?;

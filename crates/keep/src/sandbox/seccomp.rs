@@ -27,10 +27,14 @@ const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 #[cfg(target_endian = "little")]
 const ARG2_LO: u32 = 32; // offsetof(struct seccomp_data, args[2])
 
-/// A set of allowed system calls, by number, with names for the log.
+const RET_ERRNO: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO | errno
+
+/// A set of allowed system calls, by number, with names for the log, plus
+/// a few that fail with an errno instead of killing (see [`Allowlist::refuse`]).
 #[derive(Debug, Clone, Default)]
 pub struct Allowlist {
     calls: Vec<(i64, &'static str)>,
+    refused: Vec<(i64, &'static str, u16)>,
 }
 
 impl Allowlist {
@@ -45,6 +49,21 @@ impl Allowlist {
             self.calls.push((nr, name));
         }
         self
+    }
+
+    /// Makes one system call fail with `errno` (SECCOMP_RET_ERRNO) instead
+    /// of killing the process: for calls the C library makes on its own
+    /// and copes with failing (an allowed call of the same number wins).
+    pub fn refuse(mut self, nr: i64, name: &'static str, errno: i32) -> Allowlist {
+        if !self.refused.iter().any(|&(n, _, _)| n == nr) {
+            self.refused.push((nr, name, (errno & 0xfff) as u16));
+        }
+        self
+    }
+
+    /// Names of the system calls that fail with an errno.
+    pub fn refused_names(&self) -> Vec<&'static str> {
+        self.refused.iter().map(|&(_, n, _)| n).collect()
     }
 
     /// Number of allowed system calls.
@@ -64,7 +83,8 @@ impl Allowlist {
 
     /// The BPF program: arch check, x32 check, then per allowed call a
     /// compare that returns ALLOW (for mmap/mprotect only when the `prot`
-    /// argument lacks PROT_EXEC), and KILL_PROCESS at the end.
+    /// argument lacks PROT_EXEC), then the refused calls' ERRNO returns,
+    /// and KILL_PROCESS at the end.
     fn program(&self) -> Vec<libc::sock_filter> {
         let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
         let mut p = vec![
@@ -92,6 +112,10 @@ impl Allowlist {
                 p.push(ins(RET_K, 0, 0, RET_ALLOW));
             }
         }
+        for &(nr, _, errno) in &self.refused {
+            p.push(ins(JEQ_K, 0, 1, nr as u32));
+            p.push(ins(RET_K, 0, 0, RET_ERRNO | u32::from(errno)));
+        }
         p.push(ins(RET_K, 0, 0, RET_KILL_PROCESS));
         p
     }
@@ -107,9 +131,16 @@ impl Allowlist {
 ///   madvise (MADV_DONTNEED on free); mmap and mprotect only without
 ///   PROT_EXEC (checked on the `prot` argument), so no new code can be mapped;
 /// - threads ending and signals: exit, exit_group, rt_sigreturn,
-///   rt_sigprocmask, sigaltstack, getpid, gettid, tgkill (abort), rseq,
-///   membarrier, sched_getaffinity;
+///   rt_sigprocmask, sigaltstack, getpid, gettid, tgkill (abort), rseq and
+///   set_robust_list (glibc's start of a thread created just before the
+///   filter went in), membarrier, sched_getaffinity (malloc arena count);
 /// - getrandom (nonces, RSA key generation).
+///
+/// openat (and open on x86_64) fail with EACCES instead of killing: glibc's
+/// malloc opens `/proc/sys/vm/overcommit_memory` the first time it shrinks
+/// a thread's arena, and copes with the failure; Landlock denies the same
+/// opens anyway. Everything else unlisted (socket, connect, execve, clone,
+/// fork, ptrace, process_vm_*, kill, pkey_mprotect, ...) kills the keep.
 pub fn keep_serving() -> Allowlist {
     let mut a = Allowlist::new();
     macro_rules! allow {
@@ -149,6 +180,7 @@ pub fn keep_serving() -> Allowlist {
         SYS_gettid,
         SYS_tgkill,
         SYS_rseq,
+        SYS_set_robust_list,
         SYS_membarrier,
         SYS_sched_getaffinity,
         SYS_getrandom,
@@ -156,6 +188,11 @@ pub fn keep_serving() -> Allowlist {
     #[cfg(target_arch = "x86_64")]
     {
         allow!(SYS_poll);
+    }
+    a = a.refuse(libc::SYS_openat, "SYS_openat", libc::EACCES);
+    #[cfg(target_arch = "x86_64")]
+    {
+        a = a.refuse(libc::SYS_open, "SYS_open", libc::EACCES);
     }
     a
 }
