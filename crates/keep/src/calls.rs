@@ -111,37 +111,41 @@ pub trait KeepCalls: Keep {
 
 impl<K: Keep + ?Sized> KeepCalls for K {}
 
-/// Streams `data` into SHA-256 session `handle` through two shared slots:
-/// while the keep hashes one chunk, the next is copied into the other.
-/// Updates stay in order: a chunk is submitted only after the previous one
-/// finished.
+/// Streams `data` into SHA-256 session `handle` through one shared slot cut
+/// in two halves: while the keep hashes one half, the next chunk waits
+/// queued in the other, so the keep never idles between chunks; the caller
+/// refills a half as soon as the keep is done with it. One queue, one
+/// worker: updates are hashed in order.
 fn sha_pipelined<K: Keep + ?Sized>(
     k: &K,
     handle: u64,
     data: &[u8],
-    step: usize,
+    slot: usize,
 ) -> Result<(), Error> {
-    let mut chunks = data.chunks(step);
-    let Some(first) = chunks.next() else {
+    let half = slot / 2;
+    if half == 0 || data.is_empty() {
         return Ok(());
-    };
-    k.with_slot(&mut |a: &mut dyn SlotAccess| {
-        k.with_slot(&mut |b: &mut dyn SlotAccess| {
-            let (mut cur, mut other): (&mut dyn SlotAccess, &mut dyn SlotAccess) =
-                (&mut *a, &mut *b);
-            cur.buf()[..first.len()].copy_from_slice(first);
-            cur.start(OP_SHA256_UPDATE, handle, 0, first.len())?;
-            loop {
-                let next = chunks.next();
-                if let Some(n) = next {
-                    other.buf()[..n.len()].copy_from_slice(n);
-                }
-                cur.finish()?;
-                let Some(n) = next else { return Ok(()) };
-                other.start(OP_SHA256_UPDATE, handle, 0, n.len())?;
-                std::mem::swap(&mut cur, &mut other);
+    }
+    let mut chunks = data.chunks(half);
+    k.with_slot(&mut |s: &mut dyn SlotAccess| {
+        let mut which = 0usize;
+        let mut in_flight = 0usize;
+        // Fill both halves, then refill each as it is released.
+        loop {
+            while in_flight < 2 {
+                let Some(c) = chunks.next() else { break };
+                let off = which * half;
+                s.buf()[off..off + c.len()].copy_from_slice(c);
+                s.start(OP_SHA256_UPDATE, handle, off, c.len())?;
+                which ^= 1;
+                in_flight += 1;
             }
-        })
+            if in_flight == 0 {
+                return Ok(());
+            }
+            s.finish()?;
+            in_flight -= 1;
+        }
     })
 }
 

@@ -51,9 +51,10 @@ pub trait SlotAccess {
     /// there and answers in place; returns the answer's length.
     fn call_at(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<usize, Error>;
     /// Starts such a request without waiting; the buffer range is the
-    /// keep's until [`SlotAccess::finish`].
+    /// keep's until [`SlotAccess::finish`] returns it. Several may be in
+    /// flight on disjoint ranges; they are answered in order.
     fn start(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<(), Error>;
-    /// Waits for the started request; returns the answer's length.
+    /// Waits for the oldest started request; returns the answer's length.
     fn finish(&mut self) -> Result<usize, Error>;
 }
 

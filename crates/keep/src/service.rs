@@ -53,7 +53,6 @@ impl Default for ServiceOptions {
 /// What the sandbox achieved is written to standard error (the keep's log).
 pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) -> Result<(), Error> {
     let arena = Arc::new(Arena::create(opts.arena)?);
-    crate::ops::warm_up();
     // Landlock binds the calling thread and the threads it starts later:
     // before the workers. Capabilities are per thread too, but dropping them
     // first would subject thread creation to RLIMIT_NPROC (root's process

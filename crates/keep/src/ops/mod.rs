@@ -18,13 +18,3 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     unsafe { sys::SHA256(data.as_ptr(), data.len(), out.as_mut_ptr()) };
     out
 }
-
-/// Runs AWS-LC's one-time set-up (its random generator's fork and VM
-/// snapshot detection stats `/dev/sysgenid`, for one) so that it happens
-/// before the keep's sandbox forbids those system calls.
-pub fn warm_up() {
-    let mut b = [0u8; 16];
-    // SAFETY: RAND_bytes writes exactly b.len() bytes into b.
-    unsafe { sys::RAND_bytes(b.as_mut_ptr(), b.len()) };
-    let _ = sha256(&b);
-}

@@ -124,7 +124,7 @@ impl Client {
             client: self,
             q,
             state: guard,
-            pending: None,
+            pending: std::collections::VecDeque::new(),
         };
         f(&mut slot)
     }
@@ -292,16 +292,19 @@ pub struct Slot<'a> {
     client: &'a Client,
     q: usize,
     state: MutexGuard<'a, QueueState>,
-    /// A started request: (tag, op, cap).
-    pending: Option<(u64, u32, usize)>,
+    /// Started requests, oldest first: (tag, op, cap). The queue's one
+    /// worker answers them in order.
+    pending: std::collections::VecDeque<(u64, u32, usize)>,
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        // A request still in flight must be collected before the queue is
+        // Requests still in flight must be collected before the queue is
         // lent to another thread.
-        if self.pending.is_some() {
-            let _ = self.finish();
+        while !self.pending.is_empty() {
+            if self.finish().is_err() {
+                break;
+            }
         }
     }
 }
@@ -342,7 +345,8 @@ impl Slot<'_> {
 
     /// Starts a request like [`Slot::call_at`] without waiting for it; the
     /// caller must not touch `buf()[offset..offset + cap]` until
-    /// [`Slot::finish`]. One request per slot at a time.
+    /// [`Slot::finish`] returned it. Several may be in flight (up to the
+    /// ring's depth, on disjoint ranges); they are answered in order.
     pub fn start_at(
         &mut self,
         op: u32,
@@ -357,9 +361,9 @@ impl Slot<'_> {
                 "range {offset}+{cap} (input {in_len}) is outside the {slot}-byte slot"
             )));
         }
-        if self.pending.is_some() {
+        if self.pending.len() + 1 >= self.client.arena.config().depth {
             return Err(Error::BadRequest(
-                "a request is already in flight on this slot".into(),
+                "too many requests in flight on this slot".into(),
             ));
         }
         let s = Submission {
@@ -371,14 +375,14 @@ impl Slot<'_> {
             cap: cap as u32,
         };
         self.client.submit(self.q, &mut self.state, &s)?;
-        self.pending = Some((s.tag, op, cap));
+        self.pending.push_back((s.tag, op, cap));
         Ok(())
     }
 
-    /// Waits for the request [`Slot::start_at`] began; returns the answer's
-    /// length.
+    /// Waits for the oldest request [`Slot::start_at`] began; returns the
+    /// answer's length.
     pub fn finish(&mut self) -> Result<usize, Error> {
-        let Some((tag, op, cap)) = self.pending.take() else {
+        let Some((tag, op, cap)) = self.pending.pop_front() else {
             return Err(Error::BadRequest(
                 "no request in flight on this slot".into(),
             ));
