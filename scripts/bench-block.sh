@@ -7,17 +7,21 @@
 #   gocryptfs  - a file inside a gocryptfs mount, loop device (a user-space encrypted peer)
 # All in the same run, interleaved, REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
-# usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard]
+# usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard] [--with-inline]
+#   --with-inline: a fourth target, cryptkeep with --keep inline (the key in the I/O daemon),
+#   to compare the keep process against in-process crypto in the same run
 #   --nodiscard: mkfs.ext4 -E nodiscard for the dd test (mkfs's discard leaves the
 #   backing files in different states: punched holes on bindfs, EOPNOTSUPP on cryptkeep)
 set -euo pipefail
 reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0
+targets=(cryptkeep bindfs gocryptfs)
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2;;
     --size) size_mib=$2; shift 2;;
     --keep) keep_args=(--keep "$2"); shift 2;;
     --nodiscard) mkfs_ext+=,nodiscard; shift;;
+    --with-inline) targets+=(inline); shift;;
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -36,13 +40,14 @@ cleanup() {
   for m in $w/mnt-*; do mountpoint -q "$m" && umount "$m"; done
   for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
   "$ck" close bench >/dev/null 2>&1
+  "$ck" close bench-inline >/dev/null 2>&1
   for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null; done
   mountpoint -q $w/tmpfs && umount -l $w/tmpfs
   rm -rf "$w"
 }
 trap cleanup EXIT
 mkdir -p $w/tmpfs $w/run
-mount -t tmpfs -o size=$((size_mib * 3 + 512))M tmpfs $w/tmpfs
+mount -t tmpfs -o size=$((size_mib * 4 + 512))M tmpfs $w/tmpfs
 t=$w/tmpfs
 
 # cryptkeep
@@ -50,6 +55,11 @@ printf 'bench' > $w/pass
 "$ck" format $t/ck.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
   --key-file $w/pass --batch-mode >/dev/null
 ck_dev=$("$ck" open $t/ck.img bench --key-file $w/pass "${keep_args[@]}")
+if [[ " ${targets[*]} " == *" inline "* ]]; then
+  "$ck" format $t/ck2.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+    --key-file $w/pass --batch-mode >/dev/null
+  inl_dev=$("$ck" open $t/ck2.img bench-inline --key-file $w/pass --keep inline)
+fi
 # bindfs passthrough of a plain file
 mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
 bindfs --multithreaded $t/plain $w/bindfs; mounts+=($w/bindfs)
@@ -87,8 +97,8 @@ hdparm_run() { hdparm -t $1 | awk '/Timing/ {print $(NF-1)}'; }
 
 declare -A res
 for r in $(seq 1 $reps); do
-  for target in cryptkeep bindfs gocryptfs; do
-    case $target in cryptkeep) d=$ck_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; esac
+  for target in "${targets[@]}"; do
+    case $target in cryptkeep) d=$ck_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; esac
     res[$target,write]+="$(fio_run $d write) "
     sync; echo 3 > /proc/sys/vm/drop_caches
     res[$target,read]+="$(fio_run $d read) "
@@ -103,12 +113,12 @@ med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int(
 echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
 echo "|---|---|---|---|---|---|"
 declare -A m
-for target in cryptkeep bindfs gocryptfs; do
+for target in "${targets[@]}"; do
   row="| $target"
   for k in write read dd ddwarm hdparm; do m[$target,$k]=$(echo "${res[$target,$k]}" | med); row+=" | ${m[$target,$k]}"; done
   echo "$row |"
 done
-for peer in bindfs gocryptfs; do
+for peer in "${targets[@]:1}"; do
   row="| cryptkeep / $peer"
   for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"
