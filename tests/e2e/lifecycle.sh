@@ -42,7 +42,7 @@ gone fg || fail "close left the state"
 
 step "SIGTERM to the daemon: it detaches and removes its state"
 dev=$("$CK" open "$vol" d1 --key-file "$W/pass")
-pid=$(sed -n 's/^ *"pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/d1/state.json")
+pid=$(sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/d1/state.json")
 [ -n "$pid" ] && kill -0 "$pid" || fail "no daemon pid in the state"
 kill -TERM "$pid"
 wait_for 20 gone d1 || fail "daemon did not clean up after SIGTERM"
@@ -50,7 +50,7 @@ wait_for 20 gone d1 || fail "daemon did not clean up after SIGTERM"
 
 step "SIGKILL leaves a stale record: status says so, close cleans up"
 dev=$("$CK" open "$vol" d2 --key-file "$W/pass")
-pid=$(sed -n 's/^ *"pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/d2/state.json")
+pid=$(sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/d2/state.json")
 kill -KILL "$pid"
 wait_for 10 bash -c "! kill -0 $pid 2>/dev/null" || fail "daemon survived SIGKILL"
 "$CK" status d2 --json > "$W/st.json"
@@ -61,7 +61,7 @@ gone d2 || fail "close left the stale state"
 
 step "SIGKILL, then open under the same name cleans up and reopens"
 "$CK" open "$vol" d3 --key-file "$W/pass" >/dev/null
-pid=$(sed -n 's/^ *"pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/d3/state.json")
+pid=$(sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/d3/state.json")
 kill -KILL "$pid"
 wait_for 10 bash -c "! kill -0 $pid 2>/dev/null" || fail "daemon survived SIGKILL"
 "$CK" open "$vol" d3 --key-file "$W/pass" >/dev/null 2>"$W/err" || { cat "$W/err"; fail "reopen after a dead daemon failed"; }
