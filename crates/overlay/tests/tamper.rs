@@ -235,7 +235,11 @@ fn missing_diriv_and_bad_names_are_reported() {
     // About 1 in 256 such blocks decrypts to valid padding by chance (and
     // is then a legal, if odd, name), so try up to three.
     let mut reported = false;
-    for c in ["AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBA", "CCCCCCCCCCCCCCCCCCCCCA"] {
+    for c in [
+        "AAAAAAAAAAAAAAAAAAAAAA",
+        "BBBBBBBBBBBBBBBBBBBBBA",
+        "CCCCCCCCCCCCCCCCCCCCCA",
+    ] {
         fs::write(cipher.join(c), b"junk").unwrap();
         let r = cd.decrypt_tree(&t.join(format!("out-{c}")));
         fs::remove_file(cipher.join(c)).unwrap();
