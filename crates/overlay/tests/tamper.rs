@@ -241,7 +241,7 @@ fn missing_diriv_and_bad_names_are_reported() {
         "CCCCCCCCCCCCCCCCCCCCCA",
     ] {
         fs::write(cipher.join(c), b"junk").unwrap();
-        let r = cd.decrypt_tree(&t.join(format!("out-{c}")));
+        let r = cd.decrypt_tree(&t.join(&format!("out-{c}")));
         fs::remove_file(cipher.join(c)).unwrap();
         if matches!(r, Err(Error::BadName { .. })) {
             reported = true;

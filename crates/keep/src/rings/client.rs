@@ -33,6 +33,9 @@ fn spin_window() -> Duration {
     Duration::from_micros(us)
 }
 
+/// How long a caller waits awake after waking a sleeping worker.
+const WAKE_SPIN: Duration = Duration::from_micros(200);
+
 /// Busy-polling without yielding lasts this long.
 pub(crate) const HOT_SPIN: Duration = Duration::from_micros(2);
 
@@ -41,6 +44,8 @@ struct QueueState {
     sq_tail: u32,
     cq_head: u32,
     next_tag: u64,
+    /// The last submission had to wake a sleeping worker.
+    woke_worker: bool,
 }
 
 /// The I/O process's handle on a keep's arena.
@@ -70,6 +75,7 @@ impl Client {
                     sq_tail: arena.word(off).load(Ordering::SeqCst),
                     cq_head: arena.word(off + 192).load(Ordering::SeqCst),
                     next_tag: 1,
+                    woke_worker: false,
                 })
             })
             .collect();
@@ -222,6 +228,9 @@ impl Client {
         a.doorbell_seq(w).fetch_add(1, Ordering::SeqCst);
         if a.doorbell_sleeping(w).load(Ordering::SeqCst) != 0 {
             futex::wake(a.doorbell_seq(w), 1);
+            // The worker needs a wake-up (tens of µs on a VM); wait for it
+            // awake rather than pay a second wake-up for ourselves.
+            st.woke_worker = true;
         }
         Ok(())
     }
@@ -235,7 +244,12 @@ impl Client {
     ) -> Result<super::entry::Completion, Error> {
         let a = &self.arena;
         let off = a.queue_off(q);
-        self.wait_completion(q, st)?;
+        let budget = if std::mem::take(&mut st.woke_worker) {
+            self.spin.max(WAKE_SPIN)
+        } else {
+            self.spin
+        };
+        self.wait_completion(q, st, budget)?;
         // SAFETY: masked into queue q's completion ring.
         let c = unsafe { read_cqe(a.cqe(q, st.cq_head)) };
         st.cq_head = st.cq_head.wrapping_add(1);
@@ -251,7 +265,7 @@ impl Client {
     }
 
     /// Waits until queue `q`'s completion ring has an entry for us.
-    fn wait_completion(&self, q: usize, st: &QueueState) -> Result<(), Error> {
+    fn wait_completion(&self, q: usize, st: &QueueState, budget: Duration) -> Result<(), Error> {
         let a = &self.arena;
         let tail = a.word(a.queue_off(q) + 128);
         let waiting = a.word(a.queue_off(q) + 256);
@@ -262,7 +276,7 @@ impl Client {
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(16) {
                 let t = start.elapsed();
-                if t > self.spin {
+                if t > budget {
                     break;
                 }
                 if t > HOT_SPIN {
