@@ -12,6 +12,7 @@ pkgs=(
   gocryptfs                                  # overlay oracle
   fio bindfs hdparm openssl                  # benchmarks and their peers
   argon2                                     # oracle: reference Argon2 CLI (crypto tests)
+  stress-ng rsync python3                    # tests/e2e/fs_stress.sh; scripts/bench-*.sh
 )
 missing=()
 for p in "${pkgs[@]}"; do

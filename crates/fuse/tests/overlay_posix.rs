@@ -109,6 +109,35 @@ fn steps(root: &Path) -> Vec<String> {
     let mut buf = [0u8; 10];
     o.push(res(f.read_at(&mut buf, 100)));
     drop(f);
+    // An open file stays usable after unlink: write, truncate, chmod,
+    // times and fsync through the descriptor (stress-ng's fallocate
+    // stressor found ftruncate failing here).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(p("gone"))
+            .unwrap();
+        fs::remove_file(p("gone")).unwrap();
+        o.push(res(f.write_at(&[7u8; 10000], 0)));
+        o.push(res(f.set_len(100)));
+        o.push(res(f.set_permissions(fs::Permissions::from_mode(0o640))));
+        o.push(res(f.set_modified(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(12345),
+        )));
+        o.push(res(f.sync_all()));
+        let m = f.metadata().unwrap();
+        o.push(format!(
+            "unlinked: size {} mode {:o} mtime {}",
+            m.len(),
+            m.permissions().mode() & 0o7777,
+            m.mtime()
+        ));
+        let mut back = vec![0u8; 200];
+        o.push(res(f.read_at(&mut back, 0)));
+    }
     // Directories.
     o.push(res(fs::create_dir(p("d"))));
     o.push(res(fs::create_dir(p("d"))));

@@ -235,3 +235,34 @@ pub fn set_times_opt(
     }
     Ok(())
 }
+
+/// Sets or keeps (`None`) the access and modification times of an open
+/// file (futimens(2)); `Some(None)` means now.
+pub fn set_times_fd(
+    f: &std::fs::File,
+    atime: Option<Option<(i64, i64)>>,
+    mtime: Option<Option<(i64, i64)>>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let ts = |t: Option<Option<(i64, i64)>>| match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(None) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(Some((s, n))) => libc::timespec {
+            tv_sec: s,
+            tv_nsec: n,
+        },
+    };
+    let t = [ts(atime), ts(mtime)];
+    // SAFETY: the descriptor is open for the call; `t` is two valid timespecs.
+    let r = unsafe { libc::futimens(f.as_raw_fd(), t.as_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -150,6 +150,39 @@ impl OverlayFs {
         cf.file().sync_all().map_err(|e| io_errno(&e))
     }
 
+    /// Changes mode, owner and times of inode `ino` through its open
+    /// descriptor, so it works after the file was unlinked (POSIX: an open
+    /// file stays usable). `None` when the inode is not open.
+    pub(crate) fn set_meta_open(
+        &self,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        atime: Option<Option<(i64, i64)>>,
+        mtime: Option<Option<(i64, i64)>>,
+    ) -> Option<R<()>> {
+        use std::os::unix::fs::PermissionsExt;
+        let f = self.open_inode(ino)?;
+        let r = (|| {
+            let cf = f.lock().map_err(|_| Errno::EIO)?;
+            let file = cf.file();
+            if let Some(m) = mode {
+                file.set_permissions(std::fs::Permissions::from_mode(m & 0o7777))
+                    .map_err(|e| io_errno(&e))?;
+            }
+            if uid.is_some() || gid.is_some() {
+                std::os::unix::fs::fchown(file, uid, gid).map_err(|e| io_errno(&e))?;
+            }
+            if atime.is_some() || mtime.is_some() {
+                cryptkeep_overlay::sys::set_times_fd(file, atime, mtime)
+                    .map_err(|e| io_errno(&e))?;
+            }
+            Ok(())
+        })();
+        Some(r)
+    }
+
     /// Sets the plaintext size of inode `ino` (open or not).
     pub(crate) fn truncate(&self, ino: u64, size: u64) -> R<()> {
         if self.read_only {

@@ -132,10 +132,24 @@ impl Filesystem for OverlayFs {
             if self.read_only {
                 return Err(Errno::EROFS);
             }
-            let p = self.path_of(ino.0)?;
             if let Some(s) = size {
                 self.truncate(ino.0, s)?;
             }
+            let meta = mode.is_some()
+                || uid.is_some()
+                || gid.is_some()
+                || atime.is_some()
+                || mtime.is_some();
+            if !meta {
+                return self.attr_of(ino.0);
+            }
+            // An open file (maybe already unlinked) through its descriptor.
+            if let Some(r) = self.set_meta_open(ino.0, mode, uid, gid, atime.map(ts), mtime.map(ts))
+            {
+                r?;
+                return self.attr_of(ino.0);
+            }
+            let p = self.path_of(ino.0)?;
             if let Some(m) = mode {
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m & 0o7777))
                     .map_err(|e| io_errno(&e))?;
