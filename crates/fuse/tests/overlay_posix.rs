@@ -118,6 +118,7 @@ fn steps(root: &Path) -> Vec<String> {
             .read(true)
             .write(true)
             .create(true)
+            .truncate(true)
             .open(p("gone"))
             .unwrap();
         fs::remove_file(p("gone")).unwrap();
