@@ -5,6 +5,7 @@
 
 use cryptkeep_crypto::aead::{new_aead, Aead, AeadAlg, TAG_LEN};
 use cryptkeep_crypto::Backend;
+use zeroize::Zeroize;
 
 use crate::Error;
 
@@ -12,6 +13,8 @@ use crate::Error;
 pub const NONCE_LEN: usize = 12;
 /// Bytes added to a message: nonce and tag.
 pub const OVERHEAD: usize = NONCE_LEN + TAG_LEN;
+/// Messages up to this long are staged on the stack, not the heap.
+const SMALL: usize = 512;
 
 /// An AES-256-GCM key, ready to use.
 pub struct Gcm(Box<dyn Aead>);
@@ -55,13 +58,25 @@ impl Gcm {
                 buf.len()
             )));
         }
-        let pt = buf[..in_len].to_vec();
+        // Small messages go through the stack: inside the keep every heap
+        // block is secret memory, allocated under a lock and wiped on free.
+        let mut small = [0u8; SMALL];
+        let mut big = Vec::new();
+        let pt: &mut [u8] = if in_len <= SMALL {
+            &mut small[..in_len]
+        } else {
+            big.resize(in_len, 0);
+            &mut big
+        };
+        pt.copy_from_slice(&buf[..in_len]);
         let (head, rest) = buf.split_at_mut(NONCE_LEN);
         head.copy_from_slice(nonce);
-        self.0
-            .seal(nonce, aad, &pt, &mut rest[..in_len + TAG_LEN])
-            .map_err(|e| Error::Crypto(e.to_string()))?;
-        Ok(out_len)
+        let r = self
+            .0
+            .seal(nonce, aad, pt, &mut rest[..in_len + TAG_LEN])
+            .map_err(|e| Error::Crypto(e.to_string()));
+        pt.zeroize();
+        r.map(|_| out_len)
     }
 
     /// Decrypts `buf[..in_len]` (`nonce ‖ ct ‖ tag`) in place; returns the
@@ -78,12 +93,20 @@ impl Gcm {
             )));
         }
         let n = in_len - OVERHEAD;
-        let mut pt = vec![0u8; n];
+        let mut small = [0u8; SMALL];
+        let mut big = Vec::new();
+        let pt: &mut [u8] = if n <= SMALL {
+            &mut small[..n]
+        } else {
+            big.resize(n, 0);
+            &mut big
+        };
         let nonce: [u8; NONCE_LEN] = buf[..NONCE_LEN].try_into().unwrap_or_default();
         self.0
-            .open(&nonce, aad, &buf[NONCE_LEN..in_len], &mut pt)
+            .open(&nonce, aad, &buf[NONCE_LEN..in_len], pt)
             .map_err(|e| Error::Crypto(e.to_string()))?;
-        buf[..n].copy_from_slice(&pt);
+        buf[..n].copy_from_slice(pt);
+        pt.zeroize();
         Ok(n)
     }
 
