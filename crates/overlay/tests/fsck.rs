@@ -120,8 +120,16 @@ fn reports_every_problem_and_changes_nothing() {
         r.problems.iter().any(|p| p.path == xf && p.error.is_auth()),
         "{lines:#?}"
     );
-    // The stray file is also too short for a header: 8 problems in all.
-    assert_eq!(r.problems.len(), 8, "{lines:#?}");
+    // The stray file is also too short for a header. Its name is reported
+    // too, except the 1 time in 256 when the junk block decrypts to valid
+    // padding (then it is a legal, odd, name): 7 other problems plus 1 or 2.
+    let stray = r
+        .problems
+        .iter()
+        .filter(|p| p.path == cipher.join("AAAAAAAAAAAAAAAAAAAAAA"))
+        .count();
+    assert!(stray == 1 || stray == 2, "{lines:#?}");
+    assert_eq!(r.problems.len(), 6 + stray, "{lines:#?}");
     assert!(
         !gocryptfs_fsck_ok(&pf, &cipher),
         "gocryptfs -fsck found nothing"
