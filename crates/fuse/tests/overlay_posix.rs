@@ -256,6 +256,59 @@ fn steps(root: &Path) -> Vec<String> {
     }
     drop(f);
     o.push(format!("{:?}", &fs::read(p("m")).unwrap()[4999..5006]));
+    // access(2): root may read and write anything, but execute only with
+    // an x bit (the overlay answers this itself when the kernel does not
+    // check permissions).
+    fs::write(p("acc"), b"#!/bin/sh\n").unwrap();
+    fs::set_permissions(p("acc"), fs::Permissions::from_mode(0o644)).unwrap();
+    for (mode, mask) in [
+        (0o644, libc::R_OK | libc::W_OK),
+        (0o644, libc::X_OK),
+        (0o000, libc::R_OK),
+        (0o744, libc::X_OK),
+    ] {
+        fs::set_permissions(p("acc"), fs::Permissions::from_mode(mode)).unwrap();
+        // SAFETY: a valid path.
+        let r = unsafe { libc::access(cstr(&p("acc")).as_ptr(), mask) };
+        o.push(format!("access {mode:o} {mask} = {r}"));
+    }
+    // A directory larger than one listing buffer, read with its
+    // attributes from cold caches (READDIRPLUS), then renamed into and
+    // removed by the names the listing gave.
+    fs::create_dir(p("big")).unwrap();
+    for i in 0..700 {
+        fs::write(p(&format!("big/f{i:04}")), vec![b'x'; i % 37]).unwrap();
+    }
+    fs::hard_link(p("big/f0005"), p("big/hl")).unwrap();
+    std::os::unix::fs::symlink("f0001", p("big/sl")).unwrap();
+    drop_caches();
+    let mut listed: Vec<(String, u64, u64)> = fs::read_dir(p("big"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                m.len(),
+                m.nlink(),
+            )
+        })
+        .collect();
+    listed.sort();
+    o.push(format!(
+        "big: {} entries, {} bytes, {} links, {:?}",
+        listed.len(),
+        listed.iter().map(|l| l.1).sum::<u64>(),
+        listed.iter().map(|l| l.2).sum::<u64>(),
+        &listed[listed.len() - 3..]
+    ));
+    fs::create_dir(p("big/sub")).unwrap();
+    for (n, _, _) in &listed[..10] {
+        fs::rename(p(&format!("big/{n}")), p(&format!("big/sub/{n}"))).unwrap();
+    }
+    o.push(meta(&p("big/sub/f0005")));
+    o.push(res(fs::remove_dir_all(p("big"))));
+    o.push(meta(&p("big")));
     // Listing.
     let mut names: Vec<String> = fs::read_dir(root)
         .unwrap()
@@ -265,6 +318,14 @@ fn steps(root: &Path) -> Vec<String> {
     names.sort();
     o.push(names.join(","));
     o
+}
+
+/// Empties the kernel's dentry and inode caches, so the next walk asks
+/// the file system again.
+fn drop_caches() {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    fs::write("/proc/sys/vm/drop_caches", b"2").unwrap();
 }
 
 trait RawFd {

@@ -80,6 +80,26 @@ pub(crate) fn attr(cd: &CipherDir, path: &Path, m: &Metadata, root_ino: u64) -> 
     }
 }
 
+/// Whether a caller with `uid`/`gid` may access a file with attributes `a`
+/// for `mask` (`R_OK|W_OK|X_OK` bits), by the owner/group/other mode bits
+/// as POSIX `access(2)` defines them; root passes except for execute,
+/// which needs an execute bit somewhere (directories always pass).
+/// Supplementary groups are not known here and not consulted.
+pub(crate) fn permits(a: &FileAttr, uid: u32, gid: u32, mask: i32) -> bool {
+    let want = (mask & 7) as u16;
+    if uid == 0 {
+        return want & 1 == 0 || a.kind == FileType::Directory || a.perm & 0o111 != 0;
+    }
+    let bits = if a.uid == uid {
+        a.perm >> 6
+    } else if a.gid == gid {
+        a.perm >> 3
+    } else {
+        a.perm
+    } & 7;
+    bits & want == want
+}
+
 /// The errno for an overlay error. Integrity failures are EIO and logged
 /// (file and block), as gocryptfs does.
 pub(crate) fn errno(e: &Error) -> Errno {
@@ -98,4 +118,46 @@ pub(crate) fn errno(e: &Error) -> Errno {
 /// The errno of an I/O error.
 pub(crate) fn io_errno(e: &std::io::Error) -> Errno {
     e.raw_os_error().map_or(Errno::EIO, Errno::from_i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(kind: FileType, perm: u16) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(2),
+            size: 0,
+            blocks: 0,
+            atime: UNIX_EPOCH,
+            mtime: UNIX_EPOCH,
+            ctime: UNIX_EPOCH,
+            crtime: UNIX_EPOCH,
+            kind,
+            perm,
+            nlink: 1,
+            uid: 1000,
+            gid: 100,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn access_follows_the_mode_bits() {
+        let (r, w, x) = (libc::R_OK, libc::W_OK, libc::X_OK);
+        let f = a(FileType::RegularFile, 0o640);
+        assert!(permits(&f, 1000, 1, r | w));
+        assert!(!permits(&f, 1000, 1, x));
+        assert!(permits(&f, 2000, 100, r));
+        assert!(!permits(&f, 2000, 100, w));
+        assert!(!permits(&f, 2000, 7, r));
+        assert!(permits(&f, 2000, 7, libc::F_OK));
+        // root: everything but executing a file without any x bit
+        assert!(permits(&f, 0, 0, r | w));
+        assert!(!permits(&f, 0, 0, x));
+        assert!(permits(&a(FileType::RegularFile, 0o001), 0, 0, x));
+        assert!(permits(&a(FileType::Directory, 0o000), 0, 0, r | w | x));
+    }
 }

@@ -19,7 +19,10 @@ use super::fs::OverlayFs;
 pub(crate) struct DirItem {
     pub(crate) ino: u64,
     pub(crate) kind: FileType,
+    /// The plaintext name.
     pub(crate) name: OsString,
+    /// The name on disk (empty for "." and "..").
+    pub(crate) cipher: OsString,
 }
 
 type R<T> = Result<T, Errno>;
@@ -41,10 +44,18 @@ impl OverlayFs {
         Ok(iv)
     }
 
-    /// Drops cached IVs of `dir` and everything below it.
+    /// Drops cached IVs of `dir` and everything below it (a rename).
     fn forget_dir_ivs(&self, dir: &Path) {
         if let Ok(mut c) = self.dir_ivs.lock() {
             c.retain(|p, _| !p.starts_with(dir));
+        }
+    }
+
+    /// Drops the cached IV of the removed, empty directory `dir`
+    /// (nothing below it can be cached: its entries were removed first).
+    fn forget_dir_iv(&self, dir: &Path) {
+        if let Ok(mut c) = self.dir_ivs.lock() {
+            c.remove(dir);
         }
     }
 
@@ -284,7 +295,7 @@ impl OverlayFs {
             return Err(Errno::ENOTDIR);
         }
         self.remove_dir(&path)?;
-        self.forget_dir_ivs(&path);
+        self.forget_dir_iv(&path);
         Self::drop_long_name(&dir, &cn);
         self.inodes
             .lock()
@@ -322,7 +333,7 @@ impl OverlayFs {
             // An empty target directory still holds its diriv: remove it first.
             if nm.is_dir() && om.is_dir() {
                 self.remove_dir(&new)?;
-                self.forget_dir_ivs(&new);
+                self.forget_dir_iv(&new);
             }
         }
         if ncn.long.is_some() {
@@ -353,6 +364,54 @@ impl OverlayFs {
         Ok(())
     }
 
+    /// Fills a READDIRPLUS reply from the snapshot `items` of directory
+    /// `ino`, starting after `offset`: each entry with its attributes, so
+    /// `ls -l`, `du`, `rsync` and `rm -r` need no LOOKUP per name. Every
+    /// entry sent except "." and ".." counts as a kernel lookup. Entries
+    /// gone since the snapshot are skipped.
+    pub(crate) fn fill_readdirplus(
+        &self,
+        ino: u64,
+        items: &[DirItem],
+        offset: u64,
+        reply: &mut fuser::ReplyDirectoryPlus,
+    ) -> R<()> {
+        use super::attr::TTL;
+        use fuser::{Generation, INodeNo};
+        let dir = self.path_of(ino)?;
+        let mut looked_up = Vec::new();
+        for (i, it) in items.iter().enumerate().skip(offset as usize) {
+            let (a, path) = if it.cipher.is_empty() {
+                (self.attr_of(ino)?, None)
+            } else {
+                let p = dir.join(&it.cipher);
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) => (attr(&self.cd, &p, &m, self.root_ino), Some(p)),
+                    Err(_) => continue,
+                }
+            };
+            if reply.add(
+                INodeNo(a.ino.0),
+                i as u64 + 1,
+                &it.name,
+                &TTL,
+                &a,
+                Generation(0),
+            ) {
+                break;
+            }
+            if let Some(p) = path {
+                looked_up.push((a.ino.0, p));
+            }
+        }
+        // Recorded before the reply goes out, so a FORGET cannot overtake it.
+        let mut t = self.inodes.lock().map_err(|_| Errno::EIO)?;
+        for (i, p) in &looked_up {
+            t.looked_up(*i, p);
+        }
+        Ok(())
+    }
+
     /// Lists directory `ino` with plaintext names ("." and ".." first).
     /// Undecryptable names are skipped and logged, as gocryptfs does.
     pub(crate) fn snapshot_dir(&self, ino: u64) -> R<Vec<DirItem>> {
@@ -363,11 +422,13 @@ impl OverlayFs {
                 ino,
                 kind: FileType::Directory,
                 name: ".".into(),
+                cipher: OsString::new(),
             },
             DirItem {
                 ino: ino.max(1),
                 kind: FileType::Directory,
                 name: "..".into(),
+                cipher: OsString::new(),
             },
         ];
         for e in std::fs::read_dir(&dir).map_err(|e| io_errno(&e))? {
@@ -391,6 +452,7 @@ impl OverlayFs {
                 ino: ino_of(e.ino(), self.root_ino),
                 kind: k,
                 name,
+                cipher: cname,
             });
         }
         Ok(items)

@@ -70,10 +70,19 @@ fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
     let mut options = vec![
         MountOption::FSName(opts.fs_name.clone()),
         MountOption::Subtype("cryptkeep-fs".into()),
-        MountOption::DefaultPermissions,
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
+    // Shared with other users, the kernel checks each caller's permission
+    // bits. Otherwise only the owner, who is the user this process runs
+    // as, can enter, and the backing file system already checks what it
+    // may do (as with gocryptfs); without `default_permissions` the
+    // kernel need not re-read a directory's attributes after every
+    // change in it before the next path walk (a GETATTR per file
+    // created or removed).
+    if opts.allow_other {
+        options.push(MountOption::DefaultPermissions);
+    }
     options.push(if opts.read_only {
         MountOption::RO
     } else {
