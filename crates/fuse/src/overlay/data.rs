@@ -59,6 +59,38 @@ impl OverlayFs {
         Ok(fh)
     }
 
+    /// A new handle on inode `ino` using `f`, the cipher file at `path`
+    /// just created and opened read-write (unless the inode is open
+    /// already, then its cipher file is shared and `f` closed).
+    pub(crate) fn open_file_with(
+        &self,
+        ino: u64,
+        f: std::fs::File,
+        path: &std::path::Path,
+    ) -> R<u64> {
+        let mut inodes = self.files.inodes.lock().map_err(|_| Errno::EIO)?;
+        match inodes.get_mut(&ino) {
+            Some(o) => o.handles += 1,
+            None => {
+                inodes.insert(
+                    ino,
+                    OpenInode {
+                        file: Arc::new(Mutex::new(CipherFile::new(f, path))),
+                        handles: 1,
+                    },
+                );
+            }
+        }
+        drop(inodes);
+        let fh = self.files.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.files
+            .handles
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .insert(fh, ino);
+        Ok(fh)
+    }
+
     /// Drops handle `fh`; the cipher file closes with its last handle.
     pub(crate) fn release_file(&self, fh: u64) {
         let Ok(mut handles) = self.files.handles.lock() else {

@@ -137,22 +137,57 @@ impl OverlayFs {
         gid: u32,
         make: impl FnOnce(&Path) -> std::io::Result<()>,
     ) -> R<(PathBuf, FileAttr)> {
+        let (path, a, _) =
+            self.create_entry_fd(parent, name, uid, gid, |p| make(p).map(|()| None))?;
+        Ok((path, a))
+    }
+
+    /// [`Self::create_entry`] where `make` may hand back the new file
+    /// opened (a regular file from `create`): its owner and attributes are
+    /// then set and read through that descriptor, with no path walks, and
+    /// the descriptor is returned for the file handle. `make` returns
+    /// `(None, ..)` as "created, not opened"; an `existed` file (a
+    /// non-exclusive create that found one) keeps its owner.
+    pub(crate) fn create_entry_fd(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        uid: u32,
+        gid: u32,
+        make: impl FnOnce(&Path) -> std::io::Result<Option<(std::fs::File, bool)>>,
+    ) -> R<(PathBuf, FileAttr, Option<std::fs::File>)> {
         if self.read_only {
             return Err(Errno::EROFS);
         }
         let (dir, cn) = self.child(parent, name)?;
         let path = dir.join(&cn.on_disk);
         self.pre_create(&dir, &cn)?;
-        if let Err(e) = make(&path) {
-            Self::drop_long_name(&dir, &cn);
-            return Err(io_errno(&e));
-        }
+        let made = match make(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                Self::drop_long_name(&dir, &cn);
+                return Err(io_errno(&e));
+            }
+        };
         // New entries belong to the caller (as root); u32::MAX = keep the
         // owner (hard links share the existing inode's).
-        if self.is_root && uid != u32::MAX {
-            let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(gid));
+        let chown = self.is_root && uid != u32::MAX;
+        let Some((f, existed)) = made else {
+            if chown {
+                let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(gid));
+            }
+            return Ok((path.clone(), self.entry(&path)?, None));
+        };
+        if chown && !existed {
+            let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
         }
-        Ok((path.clone(), self.entry(&path)?))
+        let m = f.metadata().map_err(|e| io_errno(&e))?;
+        let a = attr(&self.cd, &path, &m, self.root_ino);
+        self.inodes
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .looked_up(a.ino.0, &path);
+        Ok((path, a, Some(f)))
     }
 
     pub(crate) fn do_mkdir(

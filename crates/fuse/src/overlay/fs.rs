@@ -546,18 +546,29 @@ impl Filesystem for OverlayFs {
         let r = (|| {
             let perm = mode & !umask & 0o7777;
             let excl = flags & libc::O_EXCL != 0;
-            let (_, a) = self.create_entry(parent.0, name, req.uid(), req.gid(), |p| {
-                let mut o = std::fs::OpenOptions::new();
-                o.write(true);
-                if excl {
-                    o.create_new(true);
-                } else {
-                    o.create(true);
+            let (path, a, f) = self.create_entry_fd(parent.0, name, req.uid(), req.gid(), |p| {
+                use std::os::unix::fs::OpenOptionsExt;
+                let new = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(perm)
+                    .open(p);
+                match new {
+                    Ok(f) => {
+                        // The mode exactly, whatever our umask.
+                        f.set_permissions(std::fs::Permissions::from_mode(perm))?;
+                        Ok(Some((f, false)))
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !excl => {
+                        let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
+                        Ok(Some((f, true)))
+                    }
+                    Err(e) => Err(e),
                 }
-                o.open(p)?;
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(perm))
             })?;
-            let fh = self.open_file(a.ino.0)?;
+            let f = f.ok_or(Errno::EIO)?;
+            let fh = self.open_file_with(a.ino.0, f, &path)?;
             Ok::<_, Errno>((a, fh))
         })();
         match r {
