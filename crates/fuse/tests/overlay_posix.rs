@@ -227,6 +227,36 @@ fn steps(root: &Path) -> Vec<String> {
     let r = unsafe { libc::fallocate(f.as_raw_fd_(), 0, 0, 9000) };
     drop(f);
     o.push(format!("fallocate {r} {}", meta(&p("t"))));
+    // fallocate: reserving keeps the size; punching zeroes a range (whole
+    // blocks and partial edges) and keeps the size.
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p("t"))
+        .unwrap();
+    let pattern: Vec<u8> = (0..20000u32).map(|i| (i % 251) as u8 + 1).collect();
+    f.write_all_at(&pattern, 0).unwrap();
+    let fd = f.as_raw_fd_();
+    // SAFETY: a valid descriptor.
+    let r = unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, 50000) };
+    o.push(format!("fallocate keep-size {r} {}", meta(&p("t"))));
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: a valid descriptor.
+    let r = unsafe { libc::fallocate(fd, punch, 1000, 12000) };
+    // SAFETY: a valid descriptor.
+    let r2 = unsafe { libc::fallocate(fd, punch, 19990, 100) };
+    // SAFETY: a valid descriptor.
+    let r3 = unsafe { libc::fallocate(fd, libc::FALLOC_FL_COLLAPSE_RANGE, 0, 4096) };
+    drop(f);
+    let got = fs::read(p("t")).unwrap();
+    let mut want = pattern.clone();
+    want[1000..13000].fill(0);
+    want[19990..].fill(0);
+    o.push(format!(
+        "punch {r} {r2} collapse {r3} {} same={}",
+        meta(&p("t")),
+        got == want
+    ));
     // mmap-backed writes.
     let f = fs::OpenOptions::new()
         .read(true)
@@ -307,6 +337,43 @@ fn steps(root: &Path) -> Vec<String> {
         fs::rename(p(&format!("big/{n}")), p(&format!("big/sub/{n}"))).unwrap();
     }
     o.push(meta(&p("big/sub/f0005")));
+    // RENAME_EXCHANGE swaps a file and a directory; NOREPLACE refuses.
+    let xa = cstr(&p("big/sub/f0005"));
+    let xb = cstr(&p("big/sub"));
+    fs::create_dir(p("big/d2")).unwrap();
+    fs::write(p("big/d2/inner"), b"in").unwrap();
+    let xd = cstr(&p("big/d2"));
+    // SAFETY: valid paths.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            xa.as_ptr(),
+            libc::AT_FDCWD,
+            xd.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    let is_dir = |n: &str| fs::symlink_metadata(p(n)).map(|m| m.is_dir()).ok();
+    o.push(format!(
+        "exchange {r} {} {:?}",
+        meta(&p("big/d2")),
+        is_dir("big/sub/f0005")
+    ));
+    o.push(res(fs::read(p("big/sub/f0005/inner"))));
+    // SAFETY: valid paths.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            xd.as_ptr(),
+            libc::AT_FDCWD,
+            xb.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    o.push(format!(
+        "noreplace {r} {:?}",
+        std::io::Error::last_os_error().raw_os_error()
+    ));
     o.push(res(fs::remove_dir_all(p("big"))));
     o.push(meta(&p("big")));
     // Listing.

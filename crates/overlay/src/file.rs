@@ -224,6 +224,65 @@ impl CipherFile {
         Ok(())
     }
 
+    /// The cipher byte range holding plaintext bytes `off..off + len`
+    /// (whole cipher blocks).
+    fn cipher_range(c: &ContentCipher, off: u64, len: u64) -> (u64, u64) {
+        let (bs, cbs) = (PLAIN_BS as u64, c.cipher_bs() as u64);
+        let (first, last) = (off / bs, (off + len.max(1) - 1) / bs);
+        let start = HEADER_LEN as u64 + first * cbs;
+        (start, (last - first + 1) * cbs)
+    }
+
+    /// Reserves disk space for plaintext bytes `off..off + len` without
+    /// changing the size (`fallocate(FALLOC_FL_KEEP_SIZE)` on the cipher
+    /// blocks that hold them; zeroed cipher blocks read as holes).
+    pub fn reserve(&mut self, c: &ContentCipher, off: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (start, clen) = Self::cipher_range(c, off, len);
+        crate::sys::fallocate(&self.file, libc::FALLOC_FL_KEEP_SIZE, start, clen)
+            .map_err(|e| Error::io("fallocate", &self.path, e))
+    }
+
+    /// Zeroes plaintext bytes `off..off + len` inside the file, keeping
+    /// the size (`FALLOC_FL_PUNCH_HOLE`): whole blocks before the last one
+    /// become holes in the cipher file, the partial edges and the last
+    /// block are rewritten as zeros.
+    pub fn punch_hole(&mut self, c: &ContentCipher, off: u64, len: u64) -> Result<()> {
+        let size = self.plain_size(c)?;
+        let end = off.saturating_add(len).min(size);
+        if off >= end {
+            return Ok(());
+        }
+        let bs = PLAIN_BS as u64;
+        let (a, b) = (off.div_ceil(bs), (end / bs).min((size - 1) / bs));
+        let zero = |s: &mut Self, from: u64, to: u64| -> Result<()> {
+            let z = vec![0u8; PLAIN_BS * 16];
+            let mut pos = from;
+            while pos < to {
+                let n = ((to - pos) as usize).min(z.len());
+                s.write_at(c, &z[..n], pos)?;
+                pos += n as u64;
+            }
+            Ok(())
+        };
+        if a >= b {
+            return zero(self, off, end);
+        }
+        let (start, _) = Self::cipher_range(c, a * bs, 1);
+        let clen = (b - a) * c.cipher_bs() as u64;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        match crate::sys::fallocate(&self.file, mode, start, clen) {
+            Ok(()) => {}
+            // A backing file system without holes: zeros the long way.
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => zero(self, a * bs, b * bs)?,
+            Err(e) => return Err(Error::io("punch a hole in", &self.path, e)),
+        }
+        zero(self, off, a * bs)?;
+        zero(self, b * bs, end)
+    }
+
     /// Sets the plaintext size.
     pub fn truncate(&mut self, c: &ContentCipher, new_size: u64) -> Result<()> {
         let size = self.plain_size(c)?;

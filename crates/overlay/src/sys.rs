@@ -23,6 +23,20 @@ pub fn seek_hole(f: &std::fs::File, off: u64) -> io::Result<Option<u64>> {
     seek(f, off, libc::SEEK_HOLE)
 }
 
+/// `fallocate(2)` of `len` bytes at `off` with `mode` (`FALLOC_FL_*`).
+pub fn fallocate(f: &std::fs::File, mode: i32, off: u64, len: u64) -> io::Result<()> {
+    let bad = |_| io::Error::from_raw_os_error(libc::EFBIG);
+    let (off, len) = (
+        i64::try_from(off).map_err(bad)?,
+        i64::try_from(len).map_err(bad)?,
+    );
+    // SAFETY: fallocate on a descriptor we borrow for the call; no memory involved.
+    if unsafe { libc::fallocate(f.as_raw_fd(), mode, off, len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn seek(f: &std::fs::File, off: u64, whence: libc::c_int) -> io::Result<Option<u64>> {
     let off = i64::try_from(off).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: lseek on a descriptor we borrow for the call; no memory involved.

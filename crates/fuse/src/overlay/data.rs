@@ -215,6 +215,37 @@ impl OverlayFs {
         Some(r)
     }
 
+    /// `fallocate(2)` on handle `fh` of inode `ino`, with the modes tmpfs
+    /// offers: 0 (reserve, and grow the file to `off + len`), KEEP_SIZE
+    /// (reserve only) and PUNCH_HOLE|KEEP_SIZE (zero a range). Others are
+    /// EOPNOTSUPP, as on tmpfs.
+    pub(crate) fn do_fallocate(&self, ino: u64, fh: u64, off: u64, len: u64, mode: i32) -> R<()> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
+        const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        if mode != 0 && mode != KEEP && mode != PUNCH {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let f = self
+            .file_of(fh)
+            .or_else(|_| self.open_inode(ino).ok_or(Errno::EBADF))?;
+        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        let c = self.cd.content();
+        let r = match mode {
+            PUNCH => cf.punch_hole(c, off, len),
+            _ => {
+                let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+                if mode == 0 && end > cf.plain_size(c).map_err(|e| errno(&e))? {
+                    cf.truncate(c, end).map_err(|e| errno(&e))?;
+                }
+                cf.reserve(c, off, len)
+            }
+        };
+        r.map_err(|e| errno(&e))
+    }
+
     /// Sets the plaintext size of inode `ino` (open or not).
     pub(crate) fn truncate(&self, ino: u64, size: u64) -> R<()> {
         if self.read_only {

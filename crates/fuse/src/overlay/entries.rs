@@ -350,12 +350,27 @@ impl OverlayFs {
         if self.read_only {
             return Err(Errno::EROFS);
         }
-        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
-            return Err(Errno::EINVAL);
-        }
         let (odir, ocn) = self.child(parent, name)?;
         let (ndir, ncn) = self.child(newparent, newname)?;
         let (old, new) = (odir.join(&ocn.on_disk), ndir.join(&ncn.on_disk));
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            // Both names stay where they are (and so do their `.name`
+            // files); only what they point at is swapped.
+            let om = std::fs::symlink_metadata(&old).map_err(|e| io_errno(&e))?;
+            let nm = std::fs::symlink_metadata(&new).map_err(|e| io_errno(&e))?;
+            sys::rename2(&old, &new, flags.bits()).map_err(|e| io_errno(&e))?;
+            if om.is_dir() || nm.is_dir() {
+                self.forget_dir_ivs(&old);
+                self.forget_dir_ivs(&new);
+            }
+            self.inodes.lock().map_err(|_| Errno::EIO)?.exchange(
+                &old,
+                om.is_dir(),
+                &new,
+                nm.is_dir(),
+            );
+            return Ok(());
+        }
         let om = std::fs::symlink_metadata(&old).map_err(|e| io_errno(&e))?;
         let target_exists = std::fs::symlink_metadata(&new).is_ok();
         if let Ok(nm) = std::fs::symlink_metadata(&new) {

@@ -498,25 +498,13 @@ impl Filesystem for OverlayFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        // Mode 0 (allocate and extend) grows the file like gocryptfs does;
-        // punching holes and keep-size preallocation are not offered.
-        if mode != 0 {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        let r = self.attr_of(ino.0).and_then(|a| {
-            let end = offset.saturating_add(length);
-            if end > a.size {
-                self.truncate(ino.0, end)
-            } else {
-                Ok(())
-            }
-        });
+        let r = self.do_fallocate(ino.0, fh.0, offset, length, mode);
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

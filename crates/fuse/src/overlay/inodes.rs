@@ -132,6 +132,20 @@ impl Inodes {
     }
 }
 
+impl Inodes {
+    /// `a` and `b` were exchanged (`RENAME_EXCHANGE`): each name now
+    /// holds what the other held (with everything below, for directories).
+    pub(crate) fn exchange(&mut self, a: &Path, a_is_dir: bool, b: &Path, b_is_dir: bool) {
+        // A parking name no real path can have (paths never hold NUL).
+        let mut park = a.as_os_str().to_os_string();
+        park.push("\0exchange");
+        let park = PathBuf::from(park);
+        self.rename(a, &park, a_is_dir);
+        self.rename(b, a, b_is_dir);
+        self.rename(&park, b, a_is_dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +167,13 @@ mod tests {
         assert_eq!(t.path(7).unwrap(), Path::new("/c/ac"));
         t.forget(7, 2);
         assert!(t.path(7).is_none());
+        t.looked_up(7, Path::new("/c/ac"));
+        t.looked_up(8, Path::new("/c/d"));
+        t.looked_up(9, Path::new("/c/d/x"));
+        t.exchange(Path::new("/c/ac"), false, Path::new("/c/d"), true);
+        assert_eq!(t.path(7).unwrap(), Path::new("/c/d"));
+        assert_eq!(t.path(8).unwrap(), Path::new("/c/ac"));
+        assert_eq!(t.path(9).unwrap(), Path::new("/c/ac/x"));
         t.forget(ROOT_INO, 10);
         assert!(t.path(ROOT_INO).is_some());
     }
