@@ -31,10 +31,7 @@ impl OverlayFs {
     /// Opens inode `ino` (its cipher file read-write when possible) and
     /// returns a new handle.
     pub(crate) fn open_file(&self, ino: u64) -> R<u64> {
-        let mut inodes = self.files.inodes.lock().map_err(|_| Errno::EIO)?;
-        if let Some(o) = inodes.get_mut(&ino) {
-            o.handles += 1;
-        } else {
+        self.new_handle(ino, || {
             let p = self.path_of(ino)?;
             let f = std::fs::OpenOptions::new()
                 .read(true)
@@ -42,21 +39,8 @@ impl OverlayFs {
                 .open(&p)
                 .or_else(|_| std::fs::File::open(&p))
                 .map_err(|e| io_errno(&e))?;
-            inodes.insert(
-                ino,
-                OpenInode {
-                    file: Arc::new(Mutex::new(CipherFile::new(f, &p))),
-                    handles: 1,
-                },
-            );
-        }
-        let fh = self.files.next.fetch_add(1, Ordering::Relaxed) + 1;
-        self.files
-            .handles
-            .lock()
-            .map_err(|_| Errno::EIO)?
-            .insert(fh, ino);
-        Ok(fh)
+            Ok((f, p))
+        })
     }
 
     /// A new handle on inode `ino` using `f`, the cipher file at `path`
@@ -68,14 +52,25 @@ impl OverlayFs {
         f: std::fs::File,
         path: &std::path::Path,
     ) -> R<u64> {
+        self.new_handle(ino, || Ok((f, path.to_path_buf())))
+    }
+
+    /// A new handle on inode `ino`; its cipher file comes from `open` when
+    /// the inode is not open yet.
+    fn new_handle(
+        &self,
+        ino: u64,
+        open: impl FnOnce() -> R<(std::fs::File, std::path::PathBuf)>,
+    ) -> R<u64> {
         let mut inodes = self.files.inodes.lock().map_err(|_| Errno::EIO)?;
         match inodes.get_mut(&ino) {
             Some(o) => o.handles += 1,
             None => {
+                let (f, p) = open()?;
                 inodes.insert(
                     ino,
                     OpenInode {
-                        file: Arc::new(Mutex::new(CipherFile::new(f, path))),
+                        file: Arc::new(Mutex::new(CipherFile::new(f, &p))),
                         handles: 1,
                     },
                 );
