@@ -13,23 +13,22 @@
 #   bindfs     - bindfs --multithreaded passthrough (the FUSE ceiling; as in bench-block.sh)
 #   gocryptfs  - Debian's gocryptfs, -scryptn 10, default options
 #   cryptkeep  - cryptkeep fs, --scryptn 10
+#   cryptkeep-keep - the same with `fs mount --keep` (keys and crypto in the keep process)
 #   securefs   - Debian's securefs, its default format (printed below)
 #   encfs      - Debian's EncFS, --standard, password on stdin
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
-# usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE] [--keep MODE]
+# usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE]
 #   --quick: only the first 10,000 files of the tar (a fast check)
-#   --keep MODE: passed to `cryptkeep fs mount --keep MODE` (future)
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
-reps=3; quick=0; csv=; keep_args=()
-targets=(plain bindfs gocryptfs cryptkeep securefs encfs)
+reps=3; quick=0; csv=
+targets=(plain bindfs gocryptfs cryptkeep cryptkeep-keep securefs encfs)
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2;;
     --quick) quick=1; shift;;
     --only) IFS=, read -r -a targets <<< "$2"; shift 2;;
     --csv) csv=$2; shift 2;;
-    --keep) keep_args=(--keep "$2"); shift 2;;
     *) echo "bench-fs: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -101,7 +100,8 @@ for target in "${targets[@]}"; do
       gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null
       gocryptfs -q -nosyslog -passfile "$w/pass" "$b" "$m"
       ver[$target]="gocryptfs $(dpkg-query -W -f='${Version}' gocryptfs), -scryptn 10, defaults";;
-    cryptkeep)
+    cryptkeep|cryptkeep-keep)
+      keep_args=(); [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
       "$ck" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
       "$ck" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
       ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]}";;

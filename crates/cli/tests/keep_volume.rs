@@ -5,6 +5,9 @@
 //! in use. The same scan finds it with `--keep inline`, so the test can fail.
 //! Needs root, cryptsetup and losetup (scripts/install-deps.sh).
 
+mod common;
+
+use common::memory_contains;
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -80,40 +83,6 @@ fn cryptsetup_volume_key(vol: &Path, pass: &Path) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect()
-}
-
-/// Whether `needle` occurs in any readable mapping of process `pid`.
-fn memory_contains(pid: i32, needle: &[u8]) -> bool {
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mem = fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    for l in maps.lines() {
-        let mut f = l.split_whitespace();
-        let (range, perms) = (f.next().unwrap(), f.next().unwrap());
-        if !perms.starts_with('r') || l.contains("[vvar") || l.contains("[vsyscall]") {
-            continue;
-        }
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        let mut off = a;
-        let mut buf = vec![0u8; 1 << 20];
-        while off < b {
-            let n = ((b - off) as usize).min(buf.len());
-            // Overlap chunks by the needle's length so no match is split.
-            match mem.read_at(&mut buf[..n], off) {
-                Ok(got) if got >= needle.len() => {
-                    if buf[..got].windows(needle.len()).any(|w| w == needle) {
-                        return true;
-                    }
-                    off += (got - needle.len() + 1) as u64;
-                }
-                _ => break,
-            }
-        }
-    }
-    false
 }
 
 fn daemon_pid(dir: &Path, name: &str) -> i32 {

@@ -4,6 +4,7 @@
 //! possibly compromised I/O process: lengths are checked, failures become a
 //! status code for that request only, and nothing panics.
 
+use cryptkeep_overlay::HeldKeys;
 use cryptkeep_volume::{InlineCrypt, SectorCrypt};
 
 use crate::ops::dispatch::Ops;
@@ -14,6 +15,7 @@ use crate::shm::Handler;
 /// The request handler running inside a keep.
 pub struct KeepHandler {
     sectors: Option<InlineCrypt>,
+    overlay: Option<HeldKeys>,
     ops: Ops,
     sha: ShaSessions,
 }
@@ -24,9 +26,17 @@ impl KeepHandler {
     pub fn new(sectors: Option<InlineCrypt>, ops: Ops) -> KeepHandler {
         KeepHandler {
             sectors,
+            overlay: None,
             ops,
             sha: ShaSessions::default(),
         }
+    }
+
+    /// Also serves the overlay file system's content and name crypto with
+    /// `keys` (`fs mount --keep`).
+    pub fn with_overlay(mut self, keys: HeldKeys) -> KeepHandler {
+        self.overlay = Some(keys);
+        self
     }
 
     fn sector_op(&self, op: u32, first: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32> {
@@ -77,6 +87,10 @@ impl Handler for KeepHandler {
                 Ok(32)
             }
             OP_REPEAT => self.repeat(arg, buf, in_len),
+            OP_OVERLAY_SEAL | OP_OVERLAY_OPEN | OP_NAME_ENCRYPT | OP_NAME_DECRYPT => {
+                let keys = self.overlay.as_ref().ok_or(STATUS_UNSUPPORTED)?;
+                crate::ops::overlay::handle(keys, op, arg, buf, in_len)
+            }
             _ => self.ops.handle(op, buf, in_len),
         }
     }

@@ -50,6 +50,16 @@ pub trait SlotAccess {
     /// One request on `buf()[offset..]`: the keep reads `in_len` bytes
     /// there and answers in place; returns the answer's length.
     fn call_at(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<usize, Error>;
+    /// Like [`SlotAccess::call_at`] for answers longer than their input:
+    /// the keep may write up to `cap` bytes at `offset`.
+    fn call_cap(
+        &mut self,
+        op: u32,
+        arg: u64,
+        offset: usize,
+        cap: usize,
+        in_len: usize,
+    ) -> Result<usize, Error>;
     /// Starts such a request without waiting; the buffer range is the
     /// keep's until [`SlotAccess::finish`] returns it. Several may be in
     /// flight on disjoint ranges; they are answered in order.
@@ -66,6 +76,16 @@ impl SlotAccess for SlotAdapter<'_, '_> {
     }
     fn call_at(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<usize, Error> {
         self.0.call_at(op, arg, offset, in_len, in_len)
+    }
+    fn call_cap(
+        &mut self,
+        op: u32,
+        arg: u64,
+        offset: usize,
+        cap: usize,
+        in_len: usize,
+    ) -> Result<usize, Error> {
+        self.0.call_at(op, arg, offset, cap, in_len)
     }
     fn start(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<(), Error> {
         self.0.start_at(op, arg, offset, in_len, in_len)

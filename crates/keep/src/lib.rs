@@ -9,6 +9,8 @@
 //!   kernel's direct map), falling back to `mlock` + `MADV_DONTDUMP`.
 //! - [`ops`]: the enclave-style operations the keep offers besides sector
 //!   crypto (seal/unseal, SHA-256, AES-256-GCM, RSA-2048), after secGear.
+//! - [`overlay_keys`]: the overlay file system's key holder served by a
+//!   keep (`fs mount --keep`).
 //! - [`proto`]: operation codes and status codes on the rings.
 //! - [`Error`]: the crate's one error type.
 
@@ -19,6 +21,7 @@ mod error;
 pub mod handler;
 pub mod keep;
 pub mod ops;
+pub mod overlay_keys;
 pub mod proto;
 pub mod rings;
 pub mod sandbox;

@@ -43,6 +43,26 @@ pub const OP_SHA256_FINISH: u32 = 14;
 /// same input.
 pub const OP_REPEAT: u32 = 15;
 
+/// Length of the request header of [`OP_OVERLAY_SEAL`] and
+/// [`OP_OVERLAY_OPEN`]: file ID (16 bytes), then 1 if the blocks are bound
+/// to it (0 for unbound data), then 15 zero bytes.
+pub const OVERLAY_HEADER_LEN: usize = 32;
+/// Seal gocryptfs content blocks with the overlay's content key; `arg` is
+/// the first block number. Input: the overlay header, then the plaintext
+/// (4096-byte blocks, the last may be shorter). Output: the cipher blocks,
+/// each with a nonce the keep drew.
+pub const OP_OVERLAY_SEAL: u32 = 16;
+/// Open gocryptfs content blocks; `arg` is the first block number. Input:
+/// the overlay header, then the cipher blocks. Output: the plaintext (a
+/// full-size all-zero block is a hole and opens to 4096 zeros).
+pub const OP_OVERLAY_OPEN: u32 = 17;
+/// EME-encrypt a padded name with the overlay's name key. Input: the
+/// 16-byte tweak (directory IV), then 16..=2048 bytes in whole blocks.
+/// Output: the encrypted blocks.
+pub const OP_NAME_ENCRYPT: u32 = 18;
+/// EME-decrypt a name; input and output as [`OP_NAME_ENCRYPT`].
+pub const OP_NAME_DECRYPT: u32 = 19;
+
 /// Success.
 pub const STATUS_OK: u32 = 0;
 /// The descriptor was malformed (range, overlap, length); nothing was done.
@@ -73,6 +93,10 @@ pub fn op_name(op: u32) -> &'static str {
         OP_SHA256_UPDATE => "SHA-256 update",
         OP_SHA256_FINISH => "SHA-256 finish",
         OP_REPEAT => "timed repeat",
+        OP_OVERLAY_SEAL => "overlay block seal",
+        OP_OVERLAY_OPEN => "overlay block open",
+        OP_NAME_ENCRYPT => "name encrypt",
+        OP_NAME_DECRYPT => "name decrypt",
         _ => "unknown operation",
     }
 }

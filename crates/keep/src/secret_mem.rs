@@ -171,3 +171,17 @@ impl fmt::Debug for SecretMem {
         write!(f, "SecretMem({} bytes, {:?})", self.len, self.kind)
     }
 }
+
+/// Bytes of stack [`scrub_stack`] overwrites.
+pub const SCRUB_STACK_BYTES: usize = 256 * 1024;
+
+/// Overwrites [`SCRUB_STACK_BYTES`] of the stack below the caller with
+/// zeros. Key derivations and key schedule setup leave copies of keys in
+/// dead stack frames, and the stack is ordinary memory: call this after
+/// unlocking, from the frame that called the unlock.
+#[inline(never)]
+pub fn scrub_stack() {
+    let mut area = [0u8; SCRUB_STACK_BYTES];
+    zeroize::Zeroize::zeroize(&mut area[..]);
+    std::hint::black_box(&area);
+}

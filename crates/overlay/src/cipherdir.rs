@@ -85,6 +85,23 @@ impl CipherDir {
         })
     }
 
+    /// Opens `root` with `config` while the keys stay with `holder` (the
+    /// keep): this process never sees the master key or a derived key.
+    pub fn with_key_holder(
+        root: &Path,
+        config: Config,
+        holder: std::sync::Arc<dyn crate::KeyHolder>,
+    ) -> Result<CipherDir> {
+        let content = ContentCipher::held(config.content_alg(), holder.clone());
+        let names = NameCipher::held(&config, holder);
+        Ok(CipherDir {
+            root: root.to_path_buf(),
+            config,
+            content,
+            names,
+        })
+    }
+
     /// Creates a file system in `root` (created if missing, else it must be
     /// empty): `gocryptfs.conf` with a new random master key wrapped by
     /// `password`, and the root `gocryptfs.diriv` when names use DirIV.

@@ -13,22 +13,35 @@
 use crate::config::ContentAlg;
 use crate::error::{Error, Result};
 use crate::header::{FileHeader, FileId, HEADER_LEN};
+use crate::held::KeyHolder;
 use cryptkeep_crypto::aead::{new_aead, Aead, AeadAlg, TAG_LEN};
 use cryptkeep_crypto::Backend;
+use std::sync::Arc;
 
 /// Plaintext block size. Part of the on-disk format.
 pub const PLAIN_BS: usize = 4096;
 
 /// Seals and opens content blocks for one file system.
 pub struct ContentCipher {
-    aead: Box<dyn Aead>,
+    engine: Engine,
     alg: ContentAlg,
     nonce_len: usize,
 }
 
+/// Where the content key is.
+enum Engine {
+    /// In this process.
+    Local(Box<dyn Aead>),
+    /// With a key holder (the keep); runs of blocks go there whole.
+    Held(Arc<dyn KeyHolder>),
+}
+
 impl std::fmt::Debug for ContentCipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ContentCipher({:?}, {})", self.alg, self.aead.backend())
+        match &self.engine {
+            Engine::Local(a) => write!(f, "ContentCipher({:?}, {})", self.alg, a.backend()),
+            Engine::Held(_) => write!(f, "ContentCipher({:?}, key holder)", self.alg),
+        }
     }
 }
 
@@ -55,10 +68,29 @@ impl ContentCipher {
             ContentAlg::XChaCha20Poly1305 => (AeadAlg::XChaCha20Poly1305, 24),
         };
         Ok(ContentCipher {
-            aead: new_aead(a, key, backend)?,
+            engine: Engine::Local(new_aead(a, key, backend)?),
             alg,
             nonce_len,
         })
+    }
+
+    /// A content cipher for `alg` whose key stays with `holder`: every
+    /// block is sealed and opened there (see [`crate::held`]).
+    pub fn held(alg: ContentAlg, holder: Arc<dyn KeyHolder>) -> ContentCipher {
+        let nonce_len = match alg {
+            ContentAlg::XChaCha20Poly1305 => 24,
+            ContentAlg::AesGcm | ContentAlg::AesSiv => 16,
+        };
+        ContentCipher {
+            engine: Engine::Held(holder),
+            alg,
+            nonce_len,
+        }
+    }
+
+    /// Whether the key is with a key holder rather than in this process.
+    pub fn is_held(&self) -> bool {
+        matches!(self.engine, Engine::Held(_))
     }
 
     /// The content algorithm.
@@ -66,9 +98,13 @@ impl ContentCipher {
         self.alg
     }
 
-    /// The crypto backend actually in use.
+    /// The crypto backend actually in use (the holder chooses its own;
+    /// a held cipher reports the default).
     pub fn backend(&self) -> Backend {
-        self.aead.backend()
+        match &self.engine {
+            Engine::Local(a) => a.backend(),
+            Engine::Held(_) => Backend::default(),
+        }
     }
 
     /// Nonce length in bytes (16, or 24 for XChaCha20-Poly1305).
@@ -79,6 +115,15 @@ impl ContentCipher {
     /// Bytes added to each block: nonce + tag.
     pub fn block_overhead(&self) -> usize {
         self.nonce_len + TAG_LEN
+    }
+
+    /// The most plaintext a run of `cipher_len` bytes of cipher blocks can
+    /// open to: 4096 per full block (a hole included), the last partial
+    /// block less its nonce and tag.
+    pub fn open_room(&self, cipher_len: usize) -> usize {
+        let cbs = self.cipher_bs();
+        let last = cipher_len % cbs;
+        cipher_len / cbs * PLAIN_BS + last.saturating_sub(self.block_overhead())
     }
 
     /// Size of a full cipher block (4128, or 4136 for XChaCha20-Poly1305).
@@ -97,9 +142,14 @@ impl ContentCipher {
         out: &mut [u8],
     ) -> Result<()> {
         let (nonce, rest) = self.split_out(plaintext, out)?;
-        cryptkeep_crypto::rand::fill_random(nonce)?;
-        let (ad, n) = assoc_data(block_no, file_id);
-        Ok(self.aead.seal(nonce, &ad[..n], plaintext, rest)?)
+        match &self.engine {
+            Engine::Local(aead) => {
+                cryptkeep_crypto::rand::fill_random(nonce)?;
+                let (ad, n) = assoc_data(block_no, file_id);
+                Ok(aead.seal(nonce, &ad[..n], plaintext, rest)?)
+            }
+            Engine::Held(h) => h.seal_blocks(block_no, file_id, plaintext, out),
+        }
     }
 
     /// Like [`ContentCipher::encrypt_block_into`] with a caller-chosen nonce.
@@ -118,6 +168,11 @@ impl ContentCipher {
                 "caller-chosen nonces are only safe with AES-SIV".into(),
             ));
         }
+        let Engine::Local(aead) = &self.engine else {
+            return Err(Error::InvalidArgument(
+                "the key holder draws every nonce itself; reverse mode needs the key here".into(),
+            ));
+        };
         let (n_out, rest) = self.split_out(plaintext, out)?;
         if nonce.len() != n_out.len() {
             return Err(Error::InvalidArgument(format!(
@@ -127,7 +182,7 @@ impl ContentCipher {
         }
         n_out.copy_from_slice(nonce);
         let (ad, n) = assoc_data(block_no, file_id);
-        Ok(self.aead.seal(nonce, &ad[..n], plaintext, rest)?)
+        Ok(aead.seal(nonce, &ad[..n], plaintext, rest)?)
     }
 
     fn split_out<'a>(
@@ -200,10 +255,18 @@ impl ContentCipher {
         }
         let n = sealed.len() - TAG_LEN;
         let o = out.get_mut(..n).ok_or_else(|| short_buf(n))?;
-        let (ad, adn) = assoc_data(block_no, file_id);
-        self.aead
-            .open(nonce, &ad[..adn], sealed, o)
-            .map_err(|_| auth())?;
+        match &self.engine {
+            Engine::Local(aead) => {
+                let (ad, adn) = assoc_data(block_no, file_id);
+                aead.open(nonce, &ad[..adn], sealed, o)
+                    .map_err(|_| auth())?;
+            }
+            Engine::Held(h) => {
+                if h.open_blocks(block_no, file_id, ciphertext, o)? != n {
+                    return Err(auth());
+                }
+            }
+        }
         Ok(n)
     }
 
@@ -239,23 +302,29 @@ impl ContentCipher {
             let (p1, p2) = plaintext.split_at(half * PLAIN_BS);
             let (o1, o2) = out.split_at_mut(half * self.cipher_bs());
             let (r1, r2) = std::thread::scope(|s| {
-                let h = s.spawn(|| self.seal_run(first_block, file_id, p1, o1));
-                let r2 = self.seal_run(first_block + half as u64, file_id, p2, o2);
+                let h = s.spawn(|| self.seal_run(first_block, Some(file_id), p1, o1));
+                let r2 = self.seal_run(first_block + half as u64, Some(file_id), p2, o2);
                 (h.join(), r2)
             });
             r1.map_err(|_| Error::InvalidArgument("encryption thread panicked".into()))??;
             return r2;
         }
-        self.seal_run(first_block, file_id, plaintext, out)
+        self.seal_run(first_block, Some(file_id), plaintext, out)
     }
 
-    fn seal_run(
+    /// Seals a run of blocks into `out` (the caller checked the lengths):
+    /// here with nonces from one `getrandom` call, or with the key holder.
+    pub(crate) fn seal_run(
         &self,
         first_block: u64,
-        file_id: &FileId,
+        file_id: Option<&FileId>,
         plaintext: &[u8],
         out: &mut [u8],
     ) -> Result<()> {
+        let aead = match &self.engine {
+            Engine::Local(a) => a,
+            Engine::Held(h) => return h.seal_blocks(first_block, file_id, plaintext, out),
+        };
         let nblocks = plaintext.len().div_ceil(PLAIN_BS);
         let nl = self.nonce_len;
         let mut nonces = vec![0u8; nblocks * nl];
@@ -265,8 +334,8 @@ impl ContentCipher {
             let len = chunk.len() + self.block_overhead();
             let (n_out, rest) = out[pos..pos + len].split_at_mut(nl);
             n_out.copy_from_slice(&nonces[i * nl..(i + 1) * nl]);
-            let (ad, adn) = assoc_data(first_block + i as u64, Some(file_id));
-            self.aead.seal(n_out, &ad[..adn], chunk, rest)?;
+            let (ad, adn) = assoc_data(first_block + i as u64, file_id);
+            aead.seal(n_out, &ad[..adn], chunk, rest)?;
             pos += len;
         }
         Ok(())
@@ -293,32 +362,33 @@ impl ContentCipher {
             let (c1, c2) = ciphertext.split_at(half * cbs);
             let (o1, o2) = out.split_at_mut(half * PLAIN_BS);
             let (r1, r2) = std::thread::scope(|s| {
-                let h = s.spawn(|| self.open_run(first_block, file_id, c1, o1));
-                let r2 = self.open_run(first_block + half as u64, file_id, c2, o2);
+                let h = s.spawn(|| self.open_run(first_block, Some(file_id), c1, o1));
+                let r2 = self.open_run(first_block + half as u64, Some(file_id), c2, o2);
                 (h.join(), r2)
             });
             let n1 =
                 r1.map_err(|_| Error::InvalidArgument("decryption thread panicked".into()))??;
             return Ok(n1 + r2?);
         }
-        self.open_run(first_block, file_id, ciphertext, out)
+        self.open_run(first_block, Some(file_id), ciphertext, out)
     }
 
-    fn open_run(
+    /// Opens a run of blocks into `out`: here block by block, or with the
+    /// key holder in one request.
+    pub(crate) fn open_run(
         &self,
         first_block: u64,
-        file_id: &FileId,
+        file_id: Option<&FileId>,
         ciphertext: &[u8],
         out: &mut [u8],
     ) -> Result<usize> {
+        if let Engine::Held(h) = &self.engine {
+            return h.open_blocks(first_block, file_id, ciphertext, out);
+        }
         let mut pos = 0;
         for (i, chunk) in ciphertext.chunks(self.cipher_bs()).enumerate() {
-            pos += self.decrypt_block_into(
-                first_block + i as u64,
-                Some(file_id),
-                chunk,
-                &mut out[pos..],
-            )?;
+            let o = out.get_mut(pos..).ok_or_else(|| short_buf(pos))?;
+            pos += self.decrypt_block_into(first_block + i as u64, file_id, chunk, o)?;
         }
         Ok(pos)
     }

@@ -96,6 +96,9 @@ pub enum Error {
     InvalidArgument(String),
     /// The crypto crate refused an operation.
     Crypto(cryptkeep_crypto::Error),
+    /// The key holder (the keep) could not do the crypto: it exited, or it
+    /// refused the request.
+    KeyHolder(String),
 }
 
 impl Error {
@@ -198,6 +201,11 @@ impl fmt::Display for Error {
             ),
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::Crypto(e) => write!(f, "{e}"),
+            Error::KeyHolder(s) => write!(
+                f,
+                "the keep could not do the file system's crypto ({s}); if it has exited, \
+                 unmount and mount again"
+            ),
         }
     }
 }

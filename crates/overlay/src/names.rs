@@ -9,10 +9,12 @@
 use crate::config::{Config, NameMode};
 use crate::error::{Error, Result};
 use crate::flags::FeatureFlag;
+use crate::held::KeyHolder;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 use cryptkeep_crypto::eme::Eme;
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 /// Longest plaintext name, in bytes.
 pub const NAME_MAX: usize = 255;
@@ -88,7 +90,7 @@ pub fn check_plain_name(name: &[u8]) -> Result<()> {
 
 /// Encrypts and decrypts names for one file system.
 pub struct NameCipher {
-    eme: Eme,
+    eme: NameEngine,
     mode: NameMode,
     raw64: bool,
     long_name_max: usize,
@@ -104,15 +106,44 @@ impl std::fmt::Debug for NameCipher {
     }
 }
 
+/// Where the name key is.
+enum NameEngine {
+    /// In this process (boxed: the key schedule stays where it was built).
+    Local(Box<Eme>),
+    /// With a key holder (the keep).
+    Held(Arc<dyn KeyHolder>),
+}
+
 impl NameCipher {
     /// Builds the name cipher for `cfg` with the derived EME key.
     pub fn new(cfg: &Config, eme_key: &[u8]) -> Result<NameCipher> {
-        Ok(NameCipher {
-            eme: Eme::new(eme_key)?,
+        Ok(NameCipher::with_engine(
+            cfg,
+            NameEngine::Local(Box::new(Eme::new(eme_key)?)),
+        ))
+    }
+
+    /// The name cipher for `cfg` whose key stays with `holder`.
+    pub fn held(cfg: &Config, holder: Arc<dyn KeyHolder>) -> NameCipher {
+        NameCipher::with_engine(cfg, NameEngine::Held(holder))
+    }
+
+    fn with_engine(cfg: &Config, eme: NameEngine) -> NameCipher {
+        NameCipher {
+            eme,
             mode: cfg.name_mode(),
             raw64: cfg.has(FeatureFlag::Raw64),
             long_name_max: cfg.long_name_max(),
-        })
+        }
+    }
+
+    /// EME in place under `iv`, here or with the key holder.
+    fn eme_apply(&self, encrypt: bool, iv: &[u8; 16], buf: &mut [u8]) -> Result<()> {
+        match &self.eme {
+            NameEngine::Local(e) if encrypt => Ok(e.encrypt(iv, buf)?),
+            NameEngine::Local(e) => Ok(e.decrypt(iv, buf)?),
+            NameEngine::Held(h) => h.eme(encrypt, iv, buf),
+        }
     }
 
     /// The name mode.
@@ -149,7 +180,7 @@ impl NameCipher {
         let mut buf = Vec::with_capacity(plain.len() + pad);
         buf.extend_from_slice(plain);
         buf.resize(plain.len() + pad, pad as u8);
-        self.eme.encrypt(iv, &mut buf)?;
+        self.eme_apply(true, iv, &mut buf)?;
         Ok(self.b64_encode(&buf))
     }
 
@@ -171,7 +202,7 @@ impl NameCipher {
         {
             return Err(bad("decoded length is not a multiple of 16"));
         }
-        self.eme.decrypt(iv, &mut bin)?;
+        self.eme_apply(false, iv, &mut bin)?;
         let pad = usize::from(*bin.last().unwrap_or(&0));
         if pad == 0 || pad > 16 || pad >= bin.len() {
             return Err(bad("bad padding (wrong directory IV or key?)"));

@@ -1,8 +1,11 @@
-//! `cryptkeep __keep volume|runtime` (hidden): the keep process itself.
-//! Started by `open` (and by library users for `runtime`) with its control
-//! socket on descriptor 3. For a volume it reads the passphrase or key file
-//! itself, runs the keyslot KDF, checks the digest, keeps the volume key in
-//! `memfd_secret` pages and serves sector crypto; see docs/threat-model.md.
+//! `cryptkeep __keep volume|overlay|runtime` (hidden): the keep process
+//! itself. Started by `open` and `fs mount --keep` (and by library users for
+//! `runtime`) with its control socket on descriptor 3. For a volume it reads
+//! the passphrase or key file itself, runs the keyslot KDF, checks the
+//! digest, keeps the volume key in `memfd_secret` pages and serves sector
+//! crypto; for an overlay it unwraps the gocryptfs master key, derives the
+//! content and name keys into its secret heap and serves block and name
+//! crypto; see docs/threat-model.md.
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -21,16 +24,36 @@ use cryptkeep_keep::spawn::CONTROL_FD;
 use cryptkeep_volume::InlineCrypt;
 
 use super::common::{self, BackendArg, KeyFileArgs};
+use super::fs::common::{from_overlay, PassArgs};
 use crate::daemon;
 use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
+use cryptkeep_overlay::{Config, HeldKeys};
 
 /// What kind of keep to run.
 #[derive(Subcommand, Debug)]
 pub enum KeepCmd {
     /// Unlock a LUKS volume and serve its sector crypto.
     Volume(VolumeArgs),
+    /// Unlock a gocryptfs-format cipher directory and serve its content and
+    /// name crypto.
+    Overlay(OverlayArgs),
     /// A keep with no volume: seal/unseal, SHA-256, AES-GCM, RSA (library use, bench).
     Runtime(RuntimeArgs),
+}
+
+/// Options of `__keep overlay`.
+#[derive(ClapArgs, Debug)]
+pub struct OverlayArgs {
+    /// The cipher directory (for messages).
+    pub cipherdir: PathBuf,
+    /// Its `gocryptfs.conf`.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    #[command(flatten)]
+    pub pass: PassArgs,
+    /// Append the keep's log to FILE once unlocked.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
 }
 
 /// Options of `__keep volume`.
@@ -95,11 +118,17 @@ pub fn run(cmd: KeepCmd) -> ! {
             Ok((h, s, f)) => (h, Some(s), f, a.log),
             Err(e) => fail(&control, &e),
         },
+        KeepCmd::Overlay(a) => match unlock_overlay(&a) {
+            Ok((h, s, f)) => (h, s, f, a.log),
+            Err(e) => fail(&control, &e),
+        },
         KeepCmd::Runtime(a) => match runtime(&a) {
             Ok((h, s, f)) => (h, s, f, a.log),
             Err(e) => fail(&control, &e),
         },
     };
+    // The derivations above left key bytes in dead stack frames.
+    cryptkeep_keep::secret_mem::scrub_stack();
     facts.push((
         "heap",
         match (secret_heap::is_active(), lc_hooked) {
@@ -178,6 +207,8 @@ type Prepared = (KeepHandler, Option<SecretMem>, Facts);
 
 /// A keep without a volume: a random sealing key, and a random sector key
 /// when `--sector-cipher` asks for one.
+// Not inlined: its frames must lie below run()'s, where scrub_stack wipes.
+#[inline(never)]
 fn runtime(a: &RuntimeArgs) -> CliResult<Prepared> {
     let mut facts = vec![("keep", "runtime".to_string())];
     let Some(spec) = &a.sector_cipher else {
@@ -232,6 +263,8 @@ fn secret_kind(s: &SecretMem) -> &'static str {
 
 /// Reads the passphrase, opens a keyslot and builds the handler with the
 /// volume's sector cipher; the volume key ends up in secret memory.
+// Not inlined: its frames must lie below run()'s, where scrub_stack wipes.
+#[inline(never)]
 fn unlock(a: &VolumeArgs) -> CliResult<Unlocked> {
     let place = common::place(&a.volume, a.header.as_deref());
     let hdr = common::open_header(&a.volume, a.header.as_deref(), false)?;
@@ -263,4 +296,32 @@ fn unlock(a: &VolumeArgs) -> CliResult<Unlocked> {
     ];
     facts.push(("unlocked", format!("keyslot {slot} ({place})")));
     Ok((KeepHandler::new(Some(sectors), ops), secret, facts))
+}
+
+/// Reads the password, unwraps the overlay's master key and derives the
+/// content and name keys in the secret heap; the master key is wiped.
+// Not inlined: its frames must lie below run()'s, where scrub_stack wipes.
+#[inline(never)]
+fn unlock_overlay(a: &OverlayArgs) -> CliResult<Prepared> {
+    let conf = a.config.as_path();
+    let cfg = Config::load(conf).map_err(|e| from_overlay(e, conf))?;
+    let pw = a.pass.read("Password: ", false)?;
+    let mk = cfg.unlock(&pw, conf).map_err(|e| from_overlay(e, conf))?;
+    drop(pw);
+    activate_heap();
+    let keys = HeldKeys::derive(&mk, &cfg, Backend::Accelerated)
+        .map_err(|e| from_overlay(e, &a.cipherdir))?;
+    drop(mk);
+    let heap = if secret_heap::is_active() {
+        "memfd_secret"
+    } else {
+        "mlock (memfd_secret unavailable)"
+    };
+    let facts = vec![
+        ("keep", "overlay".to_string()),
+        ("secret_mem", heap.to_string()),
+        ("unlocked", a.cipherdir.display().to_string()),
+    ];
+    let h = KeepHandler::new(None, Ops::new(SealKey::random())).with_overlay(keys);
+    Ok((h, None, facts))
 }

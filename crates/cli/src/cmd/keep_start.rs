@@ -1,7 +1,8 @@
-//! Starting the keep for `open --keep process`: spawn `cryptkeep __keep
-//! volume ...` with the terminal and key file options, wait for it to unlock
-//! (it asks for the passphrase itself), and take the shared-memory arena it
-//! hands over. The I/O daemon then reaches the keep only through the arena.
+//! Starting a keep: for `open --keep process`, spawn `cryptkeep __keep
+//! volume ...` with the terminal and key file options (for `fs mount
+//! --keep`, `__keep overlay ...`), wait for it to unlock (it asks for the
+//! passphrase itself), and take the shared-memory arena it hands over. The
+//! I/O daemon then reaches the keep only through the arena.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -58,8 +59,15 @@ fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
 /// Spawns the keep and waits until it has unlocked the volume (or failed:
 /// its error, with its exit code, becomes ours).
 pub fn start(a: &Args, name: &str) -> CliResult<KeepStarted> {
+    spawn_and_wait(keep_args(a, name), &state::log_path(name), "the volume")
+}
+
+/// Spawns `cryptkeep ARGS...` as a keep and waits until it has unlocked
+/// `what` (or failed: its error, with its exit code, becomes ours). `log`
+/// is where the keep writes once it serves.
+pub fn spawn_and_wait(args: Vec<OsString>, log: &Path, what: &str) -> CliResult<KeepStarted> {
     let exe = Path::new("/proc/self/exe");
-    let sp = spawn::spawn(exe, keep_args(a, name)).map_err(|e| {
+    let sp = spawn::spawn(exe, args).map_err(|e| {
         CliError::new(
             Code::Daemon,
             format!("cannot start the keep: {e}"),
@@ -106,9 +114,9 @@ pub fn start(a: &Args, name: &str) -> CliResult<KeepStarted> {
             let status = child.wait().ok();
             Err(CliError::new(
                 Code::Daemon,
-                format!("the keep ended without unlocking the volume ({e}; exit {status:?})"),
+                format!("the keep ended without unlocking {what} ({e}; exit {status:?})"),
                 "keep",
-                format!("see {}", state::log_path(name).display()),
+                format!("see {}", log.display()),
             ))
         }
     }

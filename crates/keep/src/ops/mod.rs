@@ -6,6 +6,7 @@
 
 pub mod dispatch;
 pub mod gcm;
+pub mod overlay;
 pub mod rsa;
 pub mod seal;
 

@@ -18,9 +18,13 @@ use cryptkeep_overlay::{CipherDir, Config, MasterKey};
 use super::common::{
     self, from_fuse, from_overlay, need_dir, PassArgs, CONF_NAME, CONF_REVERSE_NAME,
 };
+use crate::cmd::keep_start::{self, KeepStarted};
 use crate::daemon::{self, Forked};
 use crate::exit::{CliError, CliResult, Code};
 use crate::passphrase::Passphrase;
+use cryptkeep_keep::keep::ProcessKeep;
+use cryptkeep_keep::overlay_keys::KeepKeyHolder;
+use std::ffi::OsString;
 
 /// Options of `fs mount`.
 #[derive(ClapArgs, Debug)]
@@ -39,6 +43,11 @@ pub struct Args {
     /// Unlock with the master key (hex, dashes allowed) instead of a password.
     #[arg(long, value_name = "HEX", conflicts_with_all = ["passfile", "extpass"])]
     pub masterkey: Option<String>,
+    /// Keep the keys in the keep: a separate, sandboxed process reads the
+    /// password, unwraps the master key and does all content and name
+    /// crypto; this daemon never holds a key.
+    #[arg(long, conflicts_with_all = ["masterkey", "reverse"])]
+    pub keep: bool,
     /// Stay in the foreground until unmounted or interrupted.
     #[arg(short = 'f', long)]
     pub foreground: bool,
@@ -53,8 +62,16 @@ pub struct Args {
     pub pass: PassArgs,
 }
 
-/// The secret that unlocks the directory, read before forking.
+/// What unlocks the directory, obtained before forking.
 enum Secret {
+    /// A secret this process derives the keys from.
+    Here(Unlock),
+    /// A keep that unlocked the directory and holds its keys.
+    Keep(KeepStarted),
+}
+
+/// A password or master key read by this process.
+enum Unlock {
     Password(Passphrase),
     Key(MasterKey),
 }
@@ -109,8 +126,11 @@ pub fn run(a: Args) -> CliResult {
     });
     Config::load(&conf).map_err(|e| from_overlay(e, &conf))?;
     let secret = match &a.masterkey {
-        Some(hex) => Secret::Key(MasterKey::from_hex(hex).map_err(|e| from_overlay(e, &conf))?),
-        None => Secret::Password(a.pass.read("Password: ", false)?),
+        Some(hex) => Secret::Here(Unlock::Key(
+            MasterKey::from_hex(hex).map_err(|e| from_overlay(e, &conf))?,
+        )),
+        None if a.keep => Secret::Keep(start_keep(&cipherdir, &conf, &a.pass, &mountpoint)?),
+        None => Secret::Here(Unlock::Password(a.pass.read("Password: ", false)?)),
     };
     let ctx = MountCtx {
         cipherdir: cipherdir.clone(),
@@ -132,22 +152,57 @@ pub fn run(a: Args) -> CliResult {
     }
 }
 
-/// Unlocks and mounts (the key derivation runs here).
+/// Starts the keep for `--keep`: it reads the password itself (same
+/// sources as without the keep) and unlocks before the daemon forks.
+fn start_keep(
+    cipherdir: &Path,
+    conf: &Path,
+    pass: &PassArgs,
+    mountpoint: &Path,
+) -> CliResult<KeepStarted> {
+    let log = common::ensure_run_dir()
+        .map(|_| common::log_path(mountpoint))
+        .unwrap_or_else(|| PathBuf::from("/dev/null"));
+    let mut args: Vec<OsString> = vec!["__keep".into(), "overlay".into(), cipherdir.into()];
+    args.extend(["--config".into(), conf.into()]);
+    if let Some(f) = &pass.passfile {
+        args.extend(["--passfile".into(), f.into()]);
+    }
+    if let Some(c) = &pass.extpass {
+        args.extend(["--extpass".into(), c.into()]);
+    }
+    args.extend(["--log".into(), log.clone().into()]);
+    keep_start::spawn_and_wait(args, &log, &cipherdir.display().to_string())
+}
+
+/// Connects to the keep and opens the directory with its keys there.
+fn open_held(place: &Path, k: KeepStarted) -> CliResult<CipherDir> {
+    let conf = place.join(CONF_NAME);
+    let config = Config::load(&conf).map_err(|e| from_overlay(e, &conf))?;
+    let keep_err = |e: cryptkeep_keep::Error| {
+        CliError::new(
+            Code::Daemon,
+            format!("cannot reach the keep: {e}"),
+            "keep",
+            "mount again",
+        )
+    };
+    let keep = ProcessKeep::connect(k.arena, k.control, k.pid).map_err(keep_err)?;
+    let holder = KeepKeyHolder::new(Arc::new(keep), config.content_alg()).map_err(keep_err)?;
+    eprintln!(
+        "cryptkeep: keys held by the keep (pid {}, {}; {})",
+        k.pid, k.state.secret_mem, k.state.sandbox
+    );
+    CipherDir::with_key_holder(place, config, Arc::new(holder)).map_err(|e| from_overlay(e, place))
+}
+
+/// Unlocks and mounts (the key derivation runs here, or in the keep).
 fn start(ctx: MountCtx) -> CliResult<OverlayMount> {
     let place = ctx.cipherdir.as_path();
-    let cd = match (&ctx.secret, ctx.reverse) {
-        (Secret::Password(pw), false) => CipherDir::open(place, pw),
-        (Secret::Password(pw), true) => CipherDir::open_reverse(place, pw),
-        (Secret::Key(mk), false) => CipherDir::open_with_master_key(place, mk),
-        (Secret::Key(mk), true) => {
-            let conf = place.join(CONF_REVERSE_NAME);
-            Config::load(&conf).and_then(|c| {
-                CipherDir::from_parts(place, c, mk, cryptkeep_crypto::Backend::default())
-            })
-        }
-    }
-    .map_err(|e| from_overlay(e, place))?;
-    drop(ctx.secret);
+    let cd = match ctx.secret {
+        Secret::Keep(k) => open_held(place, k)?,
+        Secret::Here(u) => open_here(place, u, ctx.reverse)?,
+    };
     let cd = Arc::new(cd);
     let m = if ctx.reverse {
         mount_reverse(cd, &ctx.mountpoint, &ctx.opts)
@@ -155,6 +210,24 @@ fn start(ctx: MountCtx) -> CliResult<OverlayMount> {
         mount_overlay(cd, &ctx.mountpoint, &ctx.opts)
     };
     m.map_err(|e| from_fuse(e, &ctx.mountpoint))
+}
+
+/// Derives the keys in this process from a password or the master key.
+fn open_here(place: &Path, secret: Unlock, reverse: bool) -> CliResult<CipherDir> {
+    let cd = match (&secret, reverse) {
+        (Unlock::Password(pw), false) => CipherDir::open(place, pw),
+        (Unlock::Password(pw), true) => CipherDir::open_reverse(place, pw),
+        (Unlock::Key(mk), false) => CipherDir::open_with_master_key(place, mk),
+        (Unlock::Key(mk), true) => {
+            let conf = place.join(CONF_REVERSE_NAME);
+            Config::load(&conf).and_then(|c| {
+                CipherDir::from_parts(place, c, mk, cryptkeep_crypto::Backend::default())
+            })
+        }
+    }
+    .map_err(|e| from_overlay(e, place))?;
+    drop(secret);
+    Ok(cd)
 }
 
 /// Serves until unmounted; a signal unmounts. Removes the pid file at the end.

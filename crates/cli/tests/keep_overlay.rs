@@ -1,0 +1,192 @@
+//! `fs mount --keep`: the overlay's keys never enter the FUSE daemon. The
+//! master key (unwrapped here from the config with the password) and the
+//! content and name keys derived from it are searched for in every readable
+//! mapping of the daemon while the mount is in use: found without `--keep`
+//! (so the scan can fail), absent with it, and absent from the keep's
+//! readable memory too (its heap is `memfd_secret`). What was written
+//! through the keep opens with gocryptfs and passes `gocryptfs -fsck`. A
+//! killed keep makes the mount fail with EIO, not crash, and it still
+//! unmounts. Needs root, /dev/fuse and gocryptfs (scripts/install-deps.sh).
+
+mod common;
+
+use common::{mappings_containing, memory_contains};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cryptkeep_overlay::kdf::{hkdf_derive, HKDF_INFO_EME_NAMES, HKDF_INFO_GCM_CONTENT};
+use cryptkeep_overlay::Config;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cryptkeep");
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        for m in ["m", "g"] {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(self.0.join(m))
+                .output();
+        }
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ck(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .env("CRYPTKEEP_RUN_DIR", dir.join("run"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cryptkeep {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The pid in the only pid file of the run directory (the FUSE daemon).
+fn daemon_pid(dir: &Path) -> i32 {
+    let fsrun = dir.join("run").join("fs");
+    let pid = fs::read_dir(&fsrun)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "pid"))
+        .map(|e| fs::read_to_string(e.path()).unwrap())
+        .expect("a pid file");
+    pid.trim().parse().unwrap()
+}
+
+/// The keep serving `cipherdir`: the process whose command line is
+/// `cryptkeep __keep overlay CIPHERDIR ...`.
+fn keep_pid(cipherdir: &Path) -> Option<i32> {
+    let want = format!("__keep\0overlay\0{}\0", cipherdir.display());
+    fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = fs::read(e.path().join("cmdline")).ok()?;
+        String::from_utf8_lossy(&cmd).contains(&want).then_some(pid)
+    })
+}
+
+fn tree(m: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let big: Vec<u8> = (0..(3u32 << 20) + 77)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    vec![
+        (m.join("big.bin"), big),
+        (m.join("dir/small.txt"), b"small file\n".to_vec()),
+        (
+            m.join(format!("dir/{}", "L".repeat(200))),
+            b"long name".to_vec(),
+        ),
+    ]
+}
+
+#[test]
+fn the_fuse_daemon_never_holds_the_overlay_keys() {
+    let dir = Dir(tempdir());
+    let d = &dir.0;
+    let (c, m, g, pw) = (d.join("c"), d.join("m"), d.join("g"), d.join("pw"));
+    for p in [&m, &g] {
+        fs::create_dir(p).unwrap();
+    }
+    fs::write(&pw, b"overlay keep password\n").unwrap();
+    let (cs, ms, pws) = (
+        c.to_str().unwrap(),
+        m.to_str().unwrap(),
+        pw.to_str().unwrap(),
+    );
+    ck(d, &["fs", "init", cs, "--passfile", pws, "--scryptn", "10"]);
+    let conf = c.join("gocryptfs.conf");
+    let mk = Config::load(&conf)
+        .unwrap()
+        .unlock(b"overlay keep password", &conf)
+        .unwrap();
+    let content = hkdf_derive(mk.as_bytes(), HKDF_INFO_GCM_CONTENT, 32).unwrap();
+    let names = hkdf_derive(mk.as_bytes(), HKDF_INFO_EME_NAMES, 32).unwrap();
+    let keys = [mk.as_bytes(), content.as_slice(), names.as_slice()];
+
+    for keep in [true, false] {
+        let mut args = vec!["fs", "mount", cs, ms, "--passfile", pws];
+        if keep {
+            args.push("--keep");
+        }
+        ck(d, &args);
+        let files = tree(&m);
+        fs::create_dir_all(m.join("dir")).unwrap();
+        for (p, data) in &files {
+            fs::write(p, data).unwrap();
+        }
+        for (p, data) in &files {
+            assert!(fs::read(p).unwrap() == *data, "{} reads back", p.display());
+        }
+        let pid = daemon_pid(d);
+        let found: Vec<bool> = keys.iter().map(|k| memory_contains(pid, k)).collect();
+        if keep {
+            assert_eq!(found, [false; 3], "a key in the FUSE daemon with --keep");
+            let kp = keep_pid(&c).expect("the keep runs");
+            for (k, what) in keys.iter().zip(["master", "content", "name"]) {
+                let hits = mappings_containing(kp, k);
+                assert!(
+                    hits.is_empty(),
+                    "the {what} key in the keep's memory: {hits:?}"
+                );
+            }
+            // The written files open with gocryptfs while we are mounted
+            // (read-only), and its fsck is clean.
+            let out = Command::new("gocryptfs")
+                .args(["-q", "-ro", "-passfile", pws, cs])
+                .arg(&g)
+                .output()
+                .expect("gocryptfs (scripts/install-deps.sh)");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for (p, data) in &files {
+                let q = g.join(p.strip_prefix(&m).unwrap());
+                assert!(
+                    fs::read(&q).unwrap() == *data,
+                    "gocryptfs reads {}",
+                    q.display()
+                );
+            }
+            let _ = Command::new("fusermount3").arg("-u").arg(&g).output();
+            let fsck = Command::new("gocryptfs")
+                .args(["-fsck", "-q", "-passfile", pws, cs])
+                .output()
+                .unwrap();
+            assert!(fsck.status.success(), "gocryptfs -fsck: {fsck:?}");
+            // A killed keep fails requests with EIO; the daemon lives on
+            // and the mount still unmounts.
+            // SAFETY: kill(2) on a pid we found; no memory is involved.
+            assert_eq!(unsafe { libc::kill(kp, libc::SIGKILL) }, 0);
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let e = fs::write(m.join("after-kill"), b"x").unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+            // SAFETY: signal 0 only checks that the daemon exists.
+            assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the daemon died");
+        } else {
+            assert!(
+                found.iter().any(|&f| f),
+                "the scan finds no key in a daemon that holds them ({found:?})"
+            );
+        }
+        ck(d, &["fs", "umount", ms]);
+        for (p, _) in &files {
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+fn tempdir() -> PathBuf {
+    let out = Command::new("mktemp")
+        .args(["-d", "/tmp/ck-keepfs.XXXXXX"])
+        .output()
+        .unwrap();
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}

@@ -1,0 +1,77 @@
+//! The overlay file system's crypto inside the keep (`fs mount --keep`):
+//! gocryptfs content blocks and EME names with keys derived in the keep
+//! ([`HeldKeys`]). Request layouts are in [`crate::proto`] and
+//! docs/format/keep-rings.md. Every length is checked; bad input is a
+//! status, never a panic.
+
+use cryptkeep_overlay::{FileId, HeldKeys, KeyHolder};
+use zeroize::Zeroizing;
+
+use crate::proto::*;
+
+/// Parses the overlay request header: the file ID when the blocks are bound.
+fn header(buf: &[u8]) -> Result<Option<FileId>, u32> {
+    let h = buf.get(..OVERLAY_HEADER_LEN).ok_or(STATUS_BAD_DESCRIPTOR)?;
+    if h[17..].iter().any(|&b| b != 0) {
+        return Err(STATUS_BAD_DESCRIPTOR);
+    }
+    let mut id = FileId::default();
+    id.copy_from_slice(&h[..16]);
+    match h[16] {
+        0 => Ok(None),
+        1 => Ok(Some(id)),
+        _ => Err(STATUS_BAD_DESCRIPTOR),
+    }
+}
+
+/// Answers one overlay operation in place.
+pub fn handle(
+    keys: &HeldKeys,
+    op: u32,
+    arg: u64,
+    buf: &mut [u8],
+    in_len: usize,
+) -> Result<usize, u32> {
+    if in_len > buf.len() {
+        return Err(STATUS_BAD_DESCRIPTOR);
+    }
+    match op {
+        OP_OVERLAY_SEAL | OP_OVERLAY_OPEN => {
+            let id = header(&buf[..in_len])?;
+            let input = Zeroizing::new(buf[OVERLAY_HEADER_LEN..in_len].to_vec());
+            if input.is_empty() {
+                return Err(STATUS_BAD_DESCRIPTOR);
+            }
+            let c = keys.content();
+            if op == OP_OVERLAY_SEAL {
+                let blocks = input.len().div_ceil(cryptkeep_overlay::PLAIN_BS);
+                let n = input.len() + blocks * c.block_overhead();
+                let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
+                keys.seal_blocks(arg, id.as_ref(), &input, out)
+                    .map(|_| n)
+                    .map_err(|_| STATUS_FAILED)
+            } else {
+                let n = c.open_room(input.len());
+                let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
+                keys.open_blocks(arg, id.as_ref(), &input, out)
+                    .map_err(|_| {
+                        out.fill(0);
+                        STATUS_FAILED
+                    })
+            }
+        }
+        OP_NAME_ENCRYPT | OP_NAME_DECRYPT => {
+            if in_len < 16 + 16 || !(in_len - 16).is_multiple_of(16) {
+                return Err(STATUS_BAD_DESCRIPTOR);
+            }
+            let mut tweak = [0u8; 16];
+            tweak.copy_from_slice(&buf[..16]);
+            buf.copy_within(16..in_len, 0);
+            let data = &mut buf[..in_len - 16];
+            keys.eme(op == OP_NAME_ENCRYPT, &tweak, data)
+                .map(|_| in_len - 16)
+                .map_err(|_| STATUS_FAILED)
+        }
+        _ => Err(STATUS_UNSUPPORTED),
+    }
+}

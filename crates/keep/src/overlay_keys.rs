@@ -1,0 +1,208 @@
+//! [`KeepKeyHolder`]: the overlay's [`KeyHolder`] seam served by a keep
+//! (`fs mount --keep`). Runs of content blocks go to the keep in requests
+//! of at most one shared slot, written straight into the slot; names go as
+//! one request each. The keep draws the nonces, so the I/O side cannot make
+//! it reuse one.
+
+use std::sync::Arc;
+
+use cryptkeep_overlay::{ContentAlg, Error as OverlayError, FileId, KeyHolder, PLAIN_BS};
+
+use crate::keep::Keep;
+use crate::proto::*;
+use crate::Error;
+
+/// Content and name crypto done by a [`Keep`] that derived the overlay's
+/// keys itself; this process never sees them.
+pub struct KeepKeyHolder {
+    keep: Arc<dyn Keep>,
+    overhead: usize,
+    blocks_per_request: usize,
+}
+
+impl KeepKeyHolder {
+    /// A holder for content algorithm `alg` served by `keep`.
+    pub fn new(keep: Arc<dyn Keep>, alg: ContentAlg) -> Result<KeepKeyHolder, Error> {
+        let overhead = match alg {
+            ContentAlg::XChaCha20Poly1305 => 24 + 16,
+            ContentAlg::AesGcm | ContentAlg::AesSiv => 16 + 16,
+        };
+        let slot = keep.slot_len();
+        let blocks_per_request = slot.saturating_sub(OVERLAY_HEADER_LEN) / (PLAIN_BS + overhead);
+        if blocks_per_request == 0 {
+            return Err(Error::BadRequest(format!(
+                "the keep's {slot}-byte slots cannot hold one content block"
+            )));
+        }
+        Ok(KeepKeyHolder {
+            keep,
+            overhead,
+            blocks_per_request,
+        })
+    }
+
+    /// One request: `head` then `input` into a slot, answer (at most
+    /// `out.len()` bytes) copied to `out`; returns its length.
+    fn request(
+        &self,
+        op: u32,
+        arg: u64,
+        head: &[u8],
+        input: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, Error> {
+        let in_len = head.len() + input.len();
+        let cap = in_len.max(out.len());
+        let mut answered = 0;
+        self.keep.with_slot(&mut |slot| {
+            let b = slot.buf();
+            if b.len() < cap {
+                return Err(Error::BadRequest(format!(
+                    "{} of {cap} bytes does not fit a {}-byte slot",
+                    op_name(op),
+                    b.len()
+                )));
+            }
+            b[..head.len()].copy_from_slice(head);
+            b[head.len()..in_len].copy_from_slice(input);
+            let n = slot.call_cap(op, arg, 0, cap, in_len)?;
+            if n > out.len() {
+                return Err(Error::BadRequest(format!(
+                    "the keep answered {n} bytes for a {}-byte {}",
+                    out.len(),
+                    op_name(op)
+                )));
+            }
+            out[..n].copy_from_slice(&slot.buf()[..n]);
+            answered = n;
+            Ok(())
+        })?;
+        Ok(answered)
+    }
+
+    /// The block of `ciphertext` (a run starting at `first`) that fails to
+    /// open, found one block at a time after the run as a whole failed.
+    fn failing_block(&self, first: u64, head: &[u8], ciphertext: &[u8]) -> OverlayError {
+        let mut out = vec![0u8; PLAIN_BS];
+        for (i, c) in ciphertext.chunks(PLAIN_BS + self.overhead).enumerate() {
+            match self.request(OP_OVERLAY_OPEN, first + i as u64, head, c, &mut out) {
+                Ok(_) => continue,
+                Err(Error::Refused { status, .. }) if status == STATUS_FAILED => {
+                    return auth(Some(first + i as u64))
+                }
+                Err(e) => return holder_err(e),
+            }
+        }
+        auth(None)
+    }
+}
+
+fn auth(block: Option<u64>) -> OverlayError {
+    OverlayError::Auth { path: None, block }
+}
+
+fn holder_err(e: Error) -> OverlayError {
+    OverlayError::KeyHolder(e.to_string())
+}
+
+/// The request header: file ID and whether the blocks are bound to it.
+fn overlay_header(file_id: Option<&FileId>) -> [u8; OVERLAY_HEADER_LEN] {
+    let mut h = [0u8; OVERLAY_HEADER_LEN];
+    if let Some(id) = file_id {
+        h[..16].copy_from_slice(id);
+        h[16] = 1;
+    }
+    h
+}
+
+impl KeyHolder for KeepKeyHolder {
+    fn seal_blocks(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), OverlayError> {
+        let nblocks = plaintext.len().div_ceil(PLAIN_BS);
+        if nblocks == 0 || out.len() != plaintext.len() + nblocks * self.overhead {
+            return Err(OverlayError::InvalidArgument(format!(
+                "{} bytes of plaintext do not seal into {} bytes",
+                plaintext.len(),
+                out.len()
+            )));
+        }
+        let head = overlay_header(file_id);
+        let mut pos = 0;
+        let mut block = first_block;
+        for part in plaintext.chunks(self.blocks_per_request * PLAIN_BS) {
+            let blocks = part.len().div_ceil(PLAIN_BS);
+            let len = part.len() + blocks * self.overhead;
+            let o = &mut out[pos..pos + len];
+            let n = self
+                .request(OP_OVERLAY_SEAL, block, &head, part, o)
+                .map_err(holder_err)?;
+            if n != len {
+                return Err(OverlayError::KeyHolder(format!(
+                    "the keep sealed {} plaintext bytes into {n} bytes, expected {len}",
+                    part.len()
+                )));
+            }
+            pos += len;
+            block += blocks as u64;
+        }
+        Ok(())
+    }
+
+    fn open_blocks(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, OverlayError> {
+        let head = overlay_header(file_id);
+        let cbs = PLAIN_BS + self.overhead;
+        let mut pos = 0;
+        let mut block = first_block;
+        for part in ciphertext.chunks(self.blocks_per_request * cbs) {
+            let blocks = part.len().div_ceil(cbs);
+            let last = part.len() % cbs;
+            let room = part.len() / cbs * PLAIN_BS + last.saturating_sub(self.overhead);
+            let have = out.len();
+            let o = out.get_mut(pos..pos + room).ok_or_else(|| {
+                OverlayError::InvalidArgument(format!(
+                    "{have}-byte buffer for {} cipher blocks",
+                    ciphertext.len().div_ceil(cbs)
+                ))
+            })?;
+            match self.request(OP_OVERLAY_OPEN, block, &head, part, o) {
+                Ok(n) => pos += n,
+                Err(Error::Refused { status, .. }) if status == STATUS_FAILED => {
+                    return Err(self.failing_block(block, &head, part))
+                }
+                Err(e) => return Err(holder_err(e)),
+            }
+            block += blocks as u64;
+        }
+        Ok(pos)
+    }
+
+    fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<(), OverlayError> {
+        let op = if encrypt {
+            OP_NAME_ENCRYPT
+        } else {
+            OP_NAME_DECRYPT
+        };
+        let input = data.to_vec();
+        let n = self
+            .request(op, 0, tweak, &input, data)
+            .map_err(holder_err)?;
+        if n != data.len() {
+            return Err(OverlayError::KeyHolder(format!(
+                "the keep answered {n} bytes for a {}-byte name",
+                data.len()
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,229 @@
+//! The overlay's key holder over the keep's wire format: a file system
+//! whose keys stay in a [`KeepHandler`] (reached through the same `Keep`
+//! trait and slot requests the process keep uses) writes what in-process
+//! ciphers read and the reverse, runs longer than one slot are split,
+//! tampering names its block, and malformed requests are refused with a
+//! status, never a panic.
+
+use std::sync::Arc;
+
+use cryptkeep_crypto::Backend;
+use cryptkeep_keep::handler::KeepHandler;
+use cryptkeep_keep::keep::{Keep, SlotAccess};
+use cryptkeep_keep::ops::dispatch::Ops;
+use cryptkeep_keep::ops::seal::SealKey;
+use cryptkeep_keep::overlay_keys::KeepKeyHolder;
+use cryptkeep_keep::proto::*;
+use cryptkeep_keep::shm::Handler;
+use cryptkeep_keep::Error;
+use cryptkeep_overlay::{
+    CipherDir, Config, DirIv, Error as OverlayError, FileHeader, HeldKeys, InitOptions, MasterKey,
+};
+
+/// A keep in this process: requests go straight to the handler, through a
+/// slot buffer like the shared one (so lengths and caps are exercised).
+struct LocalKeep {
+    handler: KeepHandler,
+    slot: usize,
+}
+
+fn refused(op: u32, status: u32) -> Error {
+    Error::Refused {
+        op: op_name(op),
+        status,
+        detail: status_text(status).into(),
+    }
+}
+
+struct LocalSlot<'a> {
+    h: &'a KeepHandler,
+    buf: Vec<u8>,
+}
+
+impl SlotAccess for LocalSlot<'_> {
+    fn buf(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+    fn call_at(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<usize, Error> {
+        self.call_cap(op, arg, offset, in_len, in_len)
+    }
+    fn call_cap(
+        &mut self,
+        op: u32,
+        arg: u64,
+        offset: usize,
+        cap: usize,
+        in_len: usize,
+    ) -> Result<usize, Error> {
+        let b = &mut self.buf[offset..offset + cap];
+        self.h
+            .handle(op, arg, b, in_len)
+            .map_err(|s| refused(op, s))
+    }
+    fn start(&mut self, _: u32, _: u64, _: usize, _: usize) -> Result<(), Error> {
+        Err(Error::BadRequest("not used".into()))
+    }
+    fn finish(&mut self) -> Result<usize, Error> {
+        Err(Error::BadRequest("not used".into()))
+    }
+}
+
+impl Keep for LocalKeep {
+    fn call(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, Error> {
+        self.handler
+            .handle(op, arg, buf, in_len)
+            .map_err(|s| refused(op, s))
+    }
+    fn max_request(&self) -> usize {
+        self.slot
+    }
+    fn is_alive(&self) -> bool {
+        true
+    }
+    fn kind(&self) -> &'static str {
+        "in-process test"
+    }
+    fn slot_len(&self) -> usize {
+        self.slot
+    }
+    fn with_slot(
+        &self,
+        f: &mut dyn FnMut(&mut dyn SlotAccess) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        f(&mut LocalSlot {
+            h: &self.handler,
+            buf: vec![0u8; self.slot],
+        })
+    }
+}
+
+/// A config and master key, the in-process cipher directory, and one whose
+/// keys are in a local keep with `slot`-byte slots.
+fn setup(opts: InitOptions, slot: usize) -> (CipherDir, CipherDir, Arc<LocalKeep>) {
+    let mk = MasterKey::random().unwrap();
+    let opts = InitOptions {
+        scrypt_log_n: 10,
+        ..opts
+    };
+    let cfg = Config::create(&opts, &mk, b"pw").unwrap();
+    let root = std::path::Path::new("/nonexistent");
+    let local = CipherDir::from_parts(root, cfg.clone(), &mk, Backend::default()).unwrap();
+    let keys = HeldKeys::derive(&mk, &cfg, Backend::default()).unwrap();
+    let keep = Arc::new(LocalKeep {
+        handler: KeepHandler::new(None, Ops::new(SealKey::random())).with_overlay(keys),
+        slot,
+    });
+    let holder = KeepKeyHolder::new(keep.clone(), cfg.content_alg()).unwrap();
+    let held = CipherDir::with_key_holder(root, cfg, Arc::new(holder)).unwrap();
+    (local, held, keep)
+}
+
+#[test]
+fn keep_held_keys_agree_with_local_keys_and_split_long_runs() {
+    for opts in [
+        InitOptions::default(),
+        InitOptions {
+            xchacha: true,
+            ..InitOptions::default()
+        },
+    ] {
+        // Three full blocks per request: a 10-block run takes four.
+        let (local, held, _) = setup(opts, 16 << 10);
+        let id = FileHeader::random().unwrap().id;
+        let plain: Vec<u8> = (0..10 * 4096 - 7).map(|i| (i * 13 % 251) as u8).collect();
+        let cbs = held.content().cipher_bs();
+        for (a, b) in [(&local, &held), (&held, &local)] {
+            let ct = a.content().encrypt_blocks(3, &id, &plain).unwrap();
+            assert_eq!(ct.len(), plain.len() + 10 * (cbs - 4096));
+            assert_eq!(b.content().decrypt_blocks(3, &id, &ct).unwrap(), plain);
+            let x = a.content().encrypt_unbound(b"xattr value").unwrap();
+            assert_eq!(b.content().decrypt_unbound(&x).unwrap(), b"xattr value");
+            let iv = DirIv([7u8; 16]);
+            let long = vec![b'n'; 255];
+            let n = a.names().encrypt_name(&long, &iv).unwrap();
+            assert_eq!(b.names().decrypt_name(&n, &iv).unwrap(), long);
+        }
+        // Every block has its own nonce, drawn by the keep.
+        let ct = held.content().encrypt_blocks(0, &id, &plain).unwrap();
+        let nonces: std::collections::HashSet<&[u8]> =
+            ct.chunks(cbs).map(|c| &c[..cbs - 4096 - 16]).collect();
+        assert_eq!(nonces.len(), 10);
+        // A flipped byte in block 7 (the third request) is named.
+        let mut bad = ct.clone();
+        bad[7 * cbs + 100] ^= 0x20;
+        match held.content().decrypt_blocks(0, &id, &bad) {
+            Err(OverlayError::Auth { block, .. }) => assert_eq!(block, Some(7)),
+            other => panic!("tampered block 7 gave {other:?}"),
+        }
+        // Blocks moved to another position or file do not open.
+        assert!(held.content().decrypt_blocks(1, &id, &ct).is_err());
+        let other = FileHeader::random().unwrap().id;
+        assert!(held.content().decrypt_blocks(0, &other, &ct).is_err());
+    }
+}
+
+#[test]
+fn malformed_overlay_requests_are_refused() {
+    let (_, _, keep) = setup(InitOptions::default(), 64 << 10);
+    let h = &keep.handler;
+    let mut buf = vec![0u8; 64 << 10];
+    // Header only, no data.
+    assert_eq!(
+        h.handle(OP_OVERLAY_SEAL, 0, &mut buf, OVERLAY_HEADER_LEN),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    // A bound flag other than 0 or 1, and non-zero reserved bytes.
+    buf[16] = 2;
+    assert_eq!(
+        h.handle(OP_OVERLAY_SEAL, 0, &mut buf, 100),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    buf[16] = 0;
+    buf[20] = 1;
+    assert_eq!(
+        h.handle(OP_OVERLAY_OPEN, 0, &mut buf, 100),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    buf[20] = 0;
+    // Input longer than the buffer; output that would not fit.
+    assert_eq!(
+        h.handle(OP_OVERLAY_SEAL, 0, &mut buf[..200], 300),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    // Two blocks seal into 64 bytes more than header and plaintext.
+    assert_eq!(
+        h.handle(OP_OVERLAY_SEAL, 0, &mut buf[..8224], 8224),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    assert_eq!(
+        h.handle(OP_OVERLAY_SEAL, 0, &mut buf[..8256], 8224),
+        Ok(8256)
+    );
+    // Garbage does not open.
+    buf[..OVERLAY_HEADER_LEN].fill(0);
+    buf[OVERLAY_HEADER_LEN..OVERLAY_HEADER_LEN + 200].fill(0xab);
+    assert_eq!(
+        h.handle(OP_OVERLAY_OPEN, 0, &mut buf, OVERLAY_HEADER_LEN + 200),
+        Err(STATUS_FAILED)
+    );
+    // Names: whole blocks after the tweak, at most EME's 128 blocks.
+    assert_eq!(
+        h.handle(OP_NAME_ENCRYPT, 0, &mut buf, 16 + 15),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    assert_eq!(
+        h.handle(OP_NAME_ENCRYPT, 0, &mut buf, 16),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    assert_eq!(
+        h.handle(OP_NAME_DECRYPT, 0, &mut buf, 16 + 129 * 16),
+        Err(STATUS_FAILED)
+    );
+    assert_eq!(h.handle(OP_NAME_ENCRYPT, 0, &mut buf, 16 + 32), Ok(32));
+    // A keep without overlay keys does not serve these operations.
+    let plain = KeepHandler::new(None, Ops::new(SealKey::random()));
+    assert_eq!(
+        plain.handle(OP_NAME_ENCRYPT, 0, &mut buf, 48),
+        Err(STATUS_UNSUPPORTED)
+    );
+}

@@ -1,0 +1,210 @@
+//! Content and name crypto done by a key holder outside this process (the
+//! keep, `cryptkeep fs mount --keep`), so the process that serves the file
+//! system never holds the master key or a key derived from it.
+//!
+//! [`KeyHolder`] is the seam: a [`crate::ContentCipher`] or
+//! [`crate::NameCipher`] built with [`crate::CipherDir::with_key_holder`]
+//! sends whole runs of content blocks and whole EME names through it.
+//! [`HeldKeys`] is what the holder keeps and runs: the same gocryptfs rules
+//! (per-block random nonces drawn by the holder, `be64(block) ‖ file ID`
+//! associated data, all-zero blocks as holes), so both sides write the same
+//! format.
+
+use crate::config::Config;
+use crate::content::ContentCipher;
+use crate::error::{Error, Result};
+use crate::header::FileId;
+use crate::keys::{content_key, name_key, MasterKey};
+use cryptkeep_crypto::eme::Eme;
+use cryptkeep_crypto::Backend;
+
+/// Whoever holds the content and name keys and does that crypto on request.
+/// Inputs come from the I/O side and are checked like any other input.
+pub trait KeyHolder: Send + Sync {
+    /// Seals consecutive plaintext blocks (4096 bytes each, the last may be
+    /// shorter) starting at `first_block`, bound to `file_id` (`None` for
+    /// unbound data: symlink targets, xattr values), into `out`
+    /// (`plaintext.len()` plus one nonce and tag per block). The holder
+    /// draws the nonces.
+    fn seal_blocks(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) -> Result<()>;
+
+    /// Opens consecutive cipher blocks into `out` (room for 4096 bytes per
+    /// block) and returns the plaintext length. A full-size all-zero block
+    /// is a hole. Failure is [`Error::Auth`] naming the first block that
+    /// does not authenticate, when the holder can tell.
+    fn open_blocks(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize>;
+
+    /// EME-encrypts (`encrypt`) or decrypts `data` (1 to 128 whole 16-byte
+    /// blocks) in place under `tweak` with the name key.
+    fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()>;
+}
+
+/// The keys a holder keeps for one file system: the content AEAD and the
+/// EME name cipher, derived from the master key as gocryptfs derives them.
+pub struct HeldKeys {
+    content: ContentCipher,
+    /// Boxed: the key schedule is built once, in a frame that is wiped
+    /// afterwards, and never moves with the struct.
+    eme: Box<Eme>,
+}
+
+impl std::fmt::Debug for HeldKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeldKeys({:?})", self.content)
+    }
+}
+
+impl HeldKeys {
+    /// Derives the content and name keys of `cfg` from `mk`; the caller may
+    /// wipe `mk` afterwards.
+    pub fn derive(mk: &MasterKey, cfg: &Config, backend: Backend) -> Result<HeldKeys> {
+        Ok(HeldKeys {
+            content: ContentCipher::new(
+                cfg.content_alg(),
+                content_key(mk, cfg)?.as_slice(),
+                backend,
+            )?,
+            eme: Box::new(Eme::new(name_key(mk, cfg)?.as_slice())?),
+        })
+    }
+
+    /// The content cipher (for its sizes).
+    pub fn content(&self) -> &ContentCipher {
+        &self.content
+    }
+}
+
+impl KeyHolder for HeldKeys {
+    fn seal_blocks(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let c = &self.content;
+        let nblocks = plaintext.len().div_ceil(crate::PLAIN_BS);
+        if nblocks == 0 || out.len() != plaintext.len() + nblocks * c.block_overhead() {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes of plaintext do not seal into {} bytes",
+                plaintext.len(),
+                out.len()
+            )));
+        }
+        c.seal_run(first_block, file_id, plaintext, out)
+    }
+
+    fn open_blocks(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize> {
+        self.content.open_run(first_block, file_id, ciphertext, out)
+    }
+
+    fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()> {
+        if data.is_empty() || !data.len().is_multiple_of(16) {
+            return Err(Error::InvalidArgument(format!(
+                "EME works on whole 16-byte blocks, got {} bytes",
+                data.len()
+            )));
+        }
+        if encrypt {
+            self.eme.encrypt(tweak, data)?;
+        } else {
+            self.eme.decrypt(tweak, data)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::InitOptions;
+    use crate::{CipherDir, DirIv, FileHeader};
+    use std::sync::Arc;
+
+    fn setup(opts: InitOptions) -> (CipherDir, CipherDir) {
+        let mk = MasterKey::random().unwrap();
+        let cfg = Config::create(
+            &InitOptions {
+                scrypt_log_n: 10,
+                ..opts
+            },
+            &mk,
+            b"pw",
+        )
+        .unwrap();
+        let root = std::path::Path::new("/nonexistent");
+        let local = CipherDir::from_parts(root, cfg.clone(), &mk, Backend::default()).unwrap();
+        let holder: Arc<dyn KeyHolder> =
+            Arc::new(HeldKeys::derive(&mk, &cfg, Backend::default()).unwrap());
+        let held = CipherDir::with_key_holder(root, cfg, holder).unwrap();
+        (local, held)
+    }
+
+    /// What the held ciphers write, the in-process ciphers read, and the
+    /// reverse, for every content algorithm: blocks, holes, unbound data
+    /// and names. A flipped byte is caught and names its block.
+    #[test]
+    fn held_and_local_ciphers_agree() {
+        let variants = [
+            InitOptions::default(),
+            InitOptions {
+                aessiv: true,
+                ..InitOptions::default()
+            },
+            InitOptions {
+                xchacha: true,
+                ..InitOptions::default()
+            },
+        ];
+        for opts in variants {
+            let (local, held) = setup(opts);
+            let id = FileHeader::random().unwrap().id;
+            let plain: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i * 7 % 251) as u8).collect();
+            for (a, b) in [(&local, &held), (&held, &local)] {
+                let ct = a.content().encrypt_blocks(5, &id, &plain).unwrap();
+                assert_eq!(b.content().decrypt_blocks(5, &id, &ct).unwrap(), plain);
+                let u = a.content().encrypt_unbound(b"target").unwrap();
+                assert_eq!(b.content().decrypt_unbound(&u).unwrap(), b"target");
+                let iv = DirIv([9u8; 16]);
+                let n = a.names().encrypt_name(b"a file name", &iv).unwrap();
+                assert_eq!(b.names().decrypt_name(&n, &iv).unwrap(), b"a file name");
+                let x = a.names().encrypt_xattr_name(b"user.x").unwrap();
+                assert_eq!(
+                    b.names().decrypt_xattr_name(&x).unwrap().unwrap(),
+                    b"user.x"
+                );
+            }
+            // A hole reads as zeros through the holder too.
+            let mut ct = held.content().encrypt_blocks(0, &id, &plain).unwrap();
+            let cbs = held.content().cipher_bs();
+            ct[cbs..2 * cbs].fill(0);
+            let back = held.content().decrypt_blocks(0, &id, &ct).unwrap();
+            assert!(back[4096..8192].iter().all(|&b| b == 0));
+            assert_eq!(back[8192..], plain[8192..]);
+            // Tampering is caught, and the error names the block.
+            ct[2 * cbs + 40] ^= 1;
+            match held.content().decrypt_blocks(0, &id, &ct) {
+                Err(Error::Auth { block, .. }) => assert_eq!(block, Some(2)),
+                other => panic!("tampered block 2 gave {other:?}"),
+            }
+        }
+    }
+}
