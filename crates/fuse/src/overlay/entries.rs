@@ -424,10 +424,8 @@ impl OverlayFs {
         ino: u64,
         items: &[DirItem],
         offset: u64,
-        reply: &mut fuser::ReplyDirectoryPlus,
+        reply: &mut dyn super::ops::DirPlusSink,
     ) -> R<()> {
-        use super::attr::TTL;
-        use fuser::{Generation, INodeNo};
         let dir = self.path_of(ino)?;
         let mut looked_up = Vec::new();
         for (i, it) in items.iter().enumerate().skip(offset as usize) {
@@ -440,14 +438,7 @@ impl OverlayFs {
                     Err(_) => continue,
                 }
             };
-            if reply.add(
-                INodeNo(a.ino.0),
-                i as u64 + 1,
-                &it.name,
-                &TTL,
-                &a,
-                Generation(0),
-            ) {
+            if reply.add(a.ino.0, i as u64 + 1, &it.name, &a) {
                 break;
             }
             if let Some(p) = path {

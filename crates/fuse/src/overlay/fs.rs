@@ -2,7 +2,7 @@
 //! This file only dispatches and replies; the work is in `entries.rs`
 //! (names), `data.rs` (contents), `xattr.rs` and `attr.rs`.
 
-use cryptkeep_overlay::{sys, CipherDir};
+use cryptkeep_overlay::CipherDir;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -11,29 +11,35 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::attr::{io_errno, permits, TTL};
+use super::attr::TTL;
 use super::data::OpenFiles;
 use super::entries::DirItem;
 use super::inodes::Inodes;
+use super::ops::{SetAttr, XattrAnswer};
 
-/// The overlay file system over one opened cipher directory.
+/// The overlay file system over one opened cipher directory. Clones share
+/// all state, so the `/dev/fuse` session and the io_uring queues can serve
+/// the same file system.
+#[derive(Clone)]
 pub(crate) struct OverlayFs {
     pub(crate) cd: Arc<CipherDir>,
-    pub(crate) inodes: Mutex<Inodes>,
-    pub(crate) dir_ivs: Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv>>,
-    pub(crate) files: OpenFiles,
-    dirs: Mutex<HashMap<u64, Arc<Vec<DirItem>>>>,
-    next_dir: AtomicU64,
+    pub(crate) inodes: Arc<Mutex<Inodes>>,
+    pub(crate) dir_ivs: Arc<Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv>>>,
+    pub(crate) files: Arc<OpenFiles>,
+    pub(crate) dirs: Arc<Mutex<HashMap<u64, Arc<Vec<DirItem>>>>>,
+    pub(crate) next_dir: Arc<AtomicU64>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
     pub(crate) is_root: bool,
     writeback_cache: bool,
+    /// Ask the kernel for FUSE over io_uring at INIT.
+    pub(crate) io_uring: bool,
 }
 
 impl OverlayFs {
@@ -44,11 +50,12 @@ impl OverlayFs {
     ) -> std::io::Result<OverlayFs> {
         let root_ino = std::fs::metadata(cd.root())?.ino();
         Ok(OverlayFs {
-            inodes: Mutex::new(Inodes::new(cd.root())),
-            dir_ivs: Mutex::new(HashMap::new()),
-            files: OpenFiles::default(),
-            dirs: Mutex::new(HashMap::new()),
-            next_dir: AtomicU64::new(1),
+            inodes: Arc::new(Mutex::new(Inodes::new(cd.root()))),
+            dir_ivs: Arc::default(),
+            files: Arc::default(),
+            dirs: Arc::default(),
+            next_dir: Arc::new(AtomicU64::new(1)),
+            io_uring: false,
             read_only,
             writeback_cache: writeback_cache && !read_only,
             root_ino,
@@ -78,6 +85,11 @@ impl Filesystem for OverlayFs {
             let _ = config.set_max_readahead(n);
         }
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.io_uring {
+            // Requests then come through the per-CPU queues of crate::uring;
+            // the mount checked that the kernel offers it.
+            let _ = config.add_capabilities(InitFlags::FUSE_OVER_IO_URING);
+        }
         // Listings carry attributes (READDIRPLUS), when the kernel sees
         // lookups follow a listing or it is the first read of a directory.
         let _ = config
@@ -132,40 +144,17 @@ impl Filesystem for OverlayFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let r = (|| {
-            if self.read_only {
-                return Err(Errno::EROFS);
-            }
-            if let Some(s) = size {
-                self.truncate(ino.0, s)?;
-            }
-            let meta = mode.is_some()
-                || uid.is_some()
-                || gid.is_some()
-                || atime.is_some()
-                || mtime.is_some();
-            if !meta {
-                return self.attr_of(ino.0);
-            }
-            // An open file (maybe already unlinked) through its descriptor.
-            if let Some(r) = self.set_meta_open(ino.0, mode, uid, gid, atime.map(ts), mtime.map(ts))
-            {
-                r?;
-                return self.attr_of(ino.0);
-            }
-            let p = self.path_of(ino.0)?;
-            if let Some(m) = mode {
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m & 0o7777))
-                    .map_err(|e| io_errno(&e))?;
-            }
-            if uid.is_some() || gid.is_some() {
-                std::os::unix::fs::lchown(&p, uid, gid).map_err(|e| io_errno(&e))?;
-            }
-            if atime.is_some() || mtime.is_some() {
-                sys::set_times_opt(&p, atime.map(ts), mtime.map(ts)).map_err(|e| io_errno(&e))?;
-            }
-            self.attr_of(ino.0)
-        })();
+        let r = self.do_setattr(
+            ino.0,
+            SetAttr {
+                mode,
+                uid,
+                gid,
+                size,
+                atime: atime.map(ts),
+                mtime: mtime.map(ts),
+            },
+        );
         match r {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
@@ -269,10 +258,8 @@ impl Filesystem for OverlayFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if self.read_only && flags.acc_mode() != fuser::OpenAccMode::O_RDONLY {
-            return reply.error(Errno::EROFS);
-        }
-        match self.open_file(ino.0) {
+        let write = flags.acc_mode() != fuser::OpenAccMode::O_RDONLY;
+        match self.do_open(ino.0, write) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
@@ -307,10 +294,8 @@ impl Filesystem for OverlayFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            self.kill_suid(fh.0);
-        }
-        match self.do_write(fh.0, offset, data) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.do_write_killing(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -359,17 +344,8 @@ impl Filesystem for OverlayFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.snapshot_dir(ino.0) {
-            Ok(items) => {
-                let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
-                match self.dirs.lock() {
-                    Ok(mut d) => {
-                        d.insert(fh, Arc::new(items));
-                        reply.opened(FileHandle(fh), FopenFlags::empty())
-                    }
-                    Err(_) => reply.error(Errno::EIO),
-                }
-            }
+        match self.do_opendir(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -382,9 +358,9 @@ impl Filesystem for OverlayFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let items = match self.dirs.lock().ok().and_then(|d| d.get(&fh.0).cloned()) {
-            Some(i) => i,
-            None => return reply.error(Errno::EBADF),
+        let items = match self.dir_items(fh.0) {
+            Ok(i) => i,
+            Err(e) => return reply.error(e),
         };
         for (i, it) in items.iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(it.ino), i as u64 + 1, it.kind, &it.name) {
@@ -402,9 +378,9 @@ impl Filesystem for OverlayFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let items = match self.dirs.lock().ok().and_then(|d| d.get(&fh.0).cloned()) {
-            Some(i) => i,
-            None => return reply.error(Errno::EBADF),
+        let items = match self.dir_items(fh.0) {
+            Ok(i) => i,
+            Err(e) => return reply.error(e),
         };
         match self.fill_readdirplus(ino.0, &items, offset, &mut reply) {
             Ok(()) => reply.ok(),
@@ -420,9 +396,7 @@ impl Filesystem for OverlayFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        if let Ok(mut d) = self.dirs.lock() {
-            d.remove(&fh.0);
-        }
+        self.do_releasedir(fh.0);
         reply.ok()
     }
 
@@ -438,18 +412,11 @@ impl Filesystem for OverlayFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match sys::statvfs(self.cd.root()) {
+        match self.do_statfs() {
             Ok(s) => reply.statfs(
-                s.f_blocks,
-                s.f_bfree,
-                s.f_bavail,
-                s.f_files,
-                s.f_ffree,
-                s.f_bsize as u32,
-                255,
-                s.f_frsize as u32,
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),
-            Err(e) => reply.error(io_errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -470,21 +437,11 @@ impl Filesystem for OverlayFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match self.do_getxattr(ino.0, name) {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(e),
-        }
+        reply_xattr(self.do_getxattr(ino.0, name), size, reply)
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.do_listxattr(ino.0) {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(e),
-        }
+        reply_xattr(self.do_listxattr(ino.0), size, reply)
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -514,9 +471,8 @@ impl Filesystem for OverlayFs {
     /// Only asked when the kernel does not check permissions itself (a
     /// mount for its owner only; see `mount.rs`).
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        match self.attr_of(ino.0) {
-            Ok(a) if permits(&a, req.uid(), req.gid(), mask.bits()) => reply.ok(),
-            Ok(_) => reply.error(Errno::EACCES),
+        match self.do_access(ino.0, req.uid(), req.gid(), mask.bits()) {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
@@ -531,39 +487,20 @@ impl Filesystem for OverlayFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let r = (|| {
-            let perm = mode & !umask & 0o7777;
-            let excl = flags & libc::O_EXCL != 0;
-            let (path, a, f) = self.create_entry_fd(parent.0, name, req.uid(), req.gid(), |p| {
-                use std::os::unix::fs::OpenOptionsExt;
-                let new = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(perm)
-                    .open(p);
-                match new {
-                    Ok(f) => {
-                        // The mode exactly, whatever our umask.
-                        f.set_permissions(std::fs::Permissions::from_mode(perm))?;
-                        Ok(Some((f, false)))
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !excl => {
-                        let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
-                        Ok(Some((f, true)))
-                    }
-                    Err(e) => Err(e),
-                }
-            })?;
-            let f = f.ok_or(Errno::EIO)?;
-            let fh = self.open_file_with(a.ino.0, f, &path)?;
-            Ok::<_, Errno>((a, fh))
-        })();
+        let r = self.do_create(parent.0, name, mode, umask, flags, req.uid(), req.gid());
         match r {
             Ok((a, fh)) => {
                 reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
             }
             Err(e) => reply.error(e),
         }
+    }
+}
+
+fn reply_xattr(v: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
+    match v.and_then(|v| XattrAnswer::for_size(v, size)) {
+        Ok(XattrAnswer::Size(n)) => reply.size(n),
+        Ok(XattrAnswer::Data(d)) => reply.data(&d),
+        Err(e) => reply.error(e),
     }
 }

@@ -8,12 +8,13 @@
 //! [`mount_reverse`] shows the read-only reverse view (gocryptfs
 //! `-reverse`) of a plaintext directory.
 
-mod attr;
+pub(crate) mod attr;
 mod data;
-mod entries;
-mod fs;
+pub(crate) mod entries;
+pub(crate) mod fs;
 mod inodes;
 mod mount;
+pub(crate) mod ops;
 mod reverse;
 mod xattr;
 
@@ -33,6 +34,10 @@ pub struct OverlayOptions {
     /// Let the kernel cache writes (FUSE writeback cache): far faster small
     /// writes; the kernel then owns size and mtime while pages are dirty.
     pub writeback_cache: bool,
+    /// Serve requests over FUSE-over-io_uring queues, one per CPU, each
+    /// answered on the CPU that asked (needs the fuse module's
+    /// `enable_uring`); `/dev/fuse` then carries only INIT and FORGET.
+    pub io_uring: bool,
 }
 
 impl Default for OverlayOptions {
@@ -43,6 +48,7 @@ impl Default for OverlayOptions {
             threads: 4,
             fs_name: "cryptkeep-fs".into(),
             writeback_cache: true,
+            io_uring: false,
         }
     }
 }

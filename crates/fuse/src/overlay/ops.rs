@@ -1,0 +1,226 @@
+//! The overlay's operations with their arguments decoded and their answers
+//! as values, shared by both front ends: the `fuser::Filesystem` of
+//! `fs.rs` (requests read from `/dev/fuse`) and the FUSE-over-io_uring
+//! queues of `crate::uring`.
+
+use cryptkeep_overlay::sys;
+use fuser::{Errno, FileAttr};
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::attr::{io_errno, permits};
+use super::entries::DirItem;
+use super::fs::OverlayFs;
+
+type R<T> = Result<T, Errno>;
+
+/// A time to set: `None` is "now", else seconds and nanoseconds.
+pub(crate) type SetTime = Option<(i64, i64)>;
+
+/// What `setattr` may change (absent fields stay).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SetAttr {
+    pub(crate) mode: Option<u32>,
+    pub(crate) uid: Option<u32>,
+    pub(crate) gid: Option<u32>,
+    pub(crate) size: Option<u64>,
+    pub(crate) atime: Option<SetTime>,
+    pub(crate) mtime: Option<SetTime>,
+}
+
+/// `statfs` of the cipher directory's file system.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Statfs {
+    pub(crate) blocks: u64,
+    pub(crate) bfree: u64,
+    pub(crate) bavail: u64,
+    pub(crate) files: u64,
+    pub(crate) ffree: u64,
+    pub(crate) bsize: u32,
+    pub(crate) namelen: u32,
+    pub(crate) frsize: u32,
+}
+
+/// The answer to getxattr/listxattr: the size asked for, or the bytes.
+pub(crate) enum XattrAnswer {
+    Size(u32),
+    Data(Vec<u8>),
+}
+
+impl XattrAnswer {
+    /// The answer for a caller's buffer of `size` bytes (0: size only).
+    pub(crate) fn for_size(v: Vec<u8>, size: u32) -> R<XattrAnswer> {
+        if size == 0 {
+            Ok(XattrAnswer::Size(v.len() as u32))
+        } else if v.len() > size as usize {
+            Err(Errno::ERANGE)
+        } else {
+            Ok(XattrAnswer::Data(v))
+        }
+    }
+}
+
+/// Where `readdirplus` puts its entries; `add` returns true when full.
+pub(crate) trait DirPlusSink {
+    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr) -> bool;
+}
+
+impl DirPlusSink for fuser::ReplyDirectoryPlus {
+    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr) -> bool {
+        self.add(
+            fuser::INodeNo(ino),
+            offset,
+            name,
+            &super::attr::TTL,
+            attr,
+            fuser::Generation(0),
+        )
+    }
+}
+
+impl OverlayFs {
+    /// Changes size, mode, owner and times; answers the new attributes.
+    pub(crate) fn do_setattr(&self, ino: u64, s: SetAttr) -> R<FileAttr> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        if let Some(size) = s.size {
+            self.truncate(ino, size)?;
+        }
+        let meta = s.mode.is_some()
+            || s.uid.is_some()
+            || s.gid.is_some()
+            || s.atime.is_some()
+            || s.mtime.is_some();
+        if !meta {
+            return self.attr_of(ino);
+        }
+        // An open file (maybe already unlinked) through its descriptor.
+        if let Some(r) = self.set_meta_open(ino, s.mode, s.uid, s.gid, s.atime, s.mtime) {
+            r?;
+            return self.attr_of(ino);
+        }
+        let p = self.path_of(ino)?;
+        if let Some(m) = s.mode {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m & 0o7777))
+                .map_err(|e| io_errno(&e))?;
+        }
+        if s.uid.is_some() || s.gid.is_some() {
+            std::os::unix::fs::lchown(&p, s.uid, s.gid).map_err(|e| io_errno(&e))?;
+        }
+        if s.atime.is_some() || s.mtime.is_some() {
+            sys::set_times_opt(&p, s.atime, s.mtime).map_err(|e| io_errno(&e))?;
+        }
+        self.attr_of(ino)
+    }
+
+    /// Opens a file (`write`: for writing too); answers the handle.
+    pub(crate) fn do_open(&self, ino: u64, write: bool) -> R<u64> {
+        if self.read_only && write {
+            return Err(Errno::EROFS);
+        }
+        self.open_file(ino)
+    }
+
+    /// A write, clearing set-id bits first when the kernel asks.
+    pub(crate) fn do_write_killing(&self, fh: u64, off: u64, data: &[u8], kill: bool) -> R<u32> {
+        if kill {
+            self.kill_suid(fh);
+        }
+        self.do_write(fh, off, data)
+    }
+
+    /// Lists a directory once, at open; answers the handle of the listing.
+    pub(crate) fn do_opendir(&self, ino: u64) -> R<u64> {
+        let items = self.snapshot_dir(ino)?;
+        let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
+        self.dirs
+            .lock()
+            .map_err(|_| Errno::EIO)?
+            .insert(fh, Arc::new(items));
+        Ok(fh)
+    }
+
+    /// The listing behind directory handle `fh`.
+    pub(crate) fn dir_items(&self, fh: u64) -> R<Arc<Vec<DirItem>>> {
+        self.dirs
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&fh).cloned())
+            .ok_or(Errno::EBADF)
+    }
+
+    /// Forgets directory handle `fh`.
+    pub(crate) fn do_releasedir(&self, fh: u64) {
+        if let Ok(mut d) = self.dirs.lock() {
+            d.remove(&fh);
+        }
+    }
+
+    /// `statfs` of the backing file system (names up to 255 bytes).
+    pub(crate) fn do_statfs(&self) -> R<Statfs> {
+        let s = sys::statvfs(self.cd.root()).map_err(|e| io_errno(&e))?;
+        Ok(Statfs {
+            blocks: s.f_blocks,
+            bfree: s.f_bfree,
+            bavail: s.f_bavail,
+            files: s.f_files,
+            ffree: s.f_ffree,
+            bsize: s.f_bsize as u32,
+            namelen: 255,
+            frsize: s.f_frsize as u32,
+        })
+    }
+
+    /// `access(2)` from the mode bits, for owner-only mounts (see `mount.rs`).
+    pub(crate) fn do_access(&self, ino: u64, uid: u32, gid: u32, mask: i32) -> R<()> {
+        if permits(&self.attr_of(ino)?, uid, gid, mask) {
+            Ok(())
+        } else {
+            Err(Errno::EACCES)
+        }
+    }
+
+    /// Creates (or with no `O_EXCL` opens an existing) file and opens it;
+    /// answers its attributes and handle.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn do_create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        uid: u32,
+        gid: u32,
+    ) -> R<(FileAttr, u64)> {
+        let perm = mode & !umask & 0o7777;
+        let excl = flags & libc::O_EXCL != 0;
+        let (path, a, f) = self.create_entry_fd(parent, name, uid, gid, |p| {
+            use std::os::unix::fs::OpenOptionsExt;
+            let new = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(perm)
+                .open(p);
+            match new {
+                Ok(f) => {
+                    // The mode exactly, whatever our umask.
+                    f.set_permissions(std::fs::Permissions::from_mode(perm))?;
+                    Ok(Some((f, false)))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !excl => {
+                    let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
+                    Ok(Some((f, true)))
+                }
+                Err(e) => Err(e),
+            }
+        })?;
+        let f = f.ok_or(Errno::EIO)?;
+        let fh = self.open_file_with(a.ino.0, f, &path)?;
+        Ok((a, fh))
+    }
+}
