@@ -14,6 +14,8 @@
 #   gocryptfs  - Debian's gocryptfs, -scryptn 10, default options
 #   cryptkeep  - cryptkeep fs, --scryptn 10
 #   cryptkeep-keep - the same with `fs mount --keep` (keys and crypto in the keep process)
+#   cryptkeep-uring - the same with `fs mount --io-uring` (per-CPU FUSE-over-io_uring queues;
+#                  the fuse module's enable_uring is turned on for it)
 #   securefs   - Debian's securefs, its default format (printed below)
 #   encfs      - Debian's EncFS, --standard, password on stdin
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
@@ -22,7 +24,7 @@
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
 reps=3; quick=0; csv=
-targets=(plain bindfs gocryptfs cryptkeep cryptkeep-keep securefs encfs)
+targets=(plain bindfs gocryptfs cryptkeep cryptkeep-uring cryptkeep-keep securefs encfs)
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2;;
@@ -100,8 +102,11 @@ for target in "${targets[@]}"; do
       gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null
       gocryptfs -q -nosyslog -passfile "$w/pass" "$b" "$m"
       ver[$target]="gocryptfs $(dpkg-query -W -f='${Version}' gocryptfs), -scryptn 10, defaults";;
-    cryptkeep|cryptkeep-keep)
+    cryptkeep|cryptkeep-keep|cryptkeep-uring)
       keep_args=(); [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
+      if [ "$target" = cryptkeep-uring ]; then
+        keep_args=(--io-uring); echo Y > /sys/module/fuse/parameters/enable_uring
+      fi
       "$ck" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
       "$ck" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
       ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]}";;

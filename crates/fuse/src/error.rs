@@ -38,6 +38,8 @@ pub enum Error {
     },
     /// The FUSE session ended with an error.
     Session(io::Error),
+    /// FUSE over io_uring was asked for, but the kernel does not offer it.
+    IoUringOff,
     /// The volume engine failed.
     Volume(cryptkeep_volume::Error),
 }
@@ -67,6 +69,13 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Session(e) => write!(f, "the FUSE session failed: {e}"),
+            Error::IoUringOff => write!(
+                f,
+                "FUSE over io_uring is off in this kernel ({} is not Y): as root, \
+                 echo Y > {}, or mount without --io-uring",
+                crate::uring::ENABLE_PARAM,
+                crate::uring::ENABLE_PARAM
+            ),
             Error::Volume(e) => write!(f, "{e}"),
         }
     }

@@ -10,6 +10,7 @@ pub mod block;
 mod error;
 mod mountinfo;
 pub mod overlay;
+pub mod uring;
 
 pub use block::{
     block_file_path, mount_block_file, mount_block_file_with, BlockFileMount, BlockFileOptions,

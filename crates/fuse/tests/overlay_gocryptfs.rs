@@ -229,6 +229,16 @@ fn tampered_block_is_eio_only_there() {
 /// result reads back identical through gocryptfs, and fsck is clean.
 #[test]
 fn concurrent_writers_and_untar() {
+    writers_and_untar(opts());
+}
+
+/// The same over FUSE-over-io_uring queues (one thread per CPU).
+#[test]
+fn concurrent_writers_and_untar_over_io_uring() {
+    writers_and_untar(opts().over_io_uring().unwrap());
+}
+
+fn writers_and_untar(mount_opts: OverlayOptions) {
     use std::os::unix::fs::FileExt;
     require("tar");
     let t = TempDir::new("ovl-stress");
@@ -237,7 +247,7 @@ fn concurrent_writers_and_untar() {
     let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &args("default").1).unwrap();
     let mnt = t.join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &mount_opts).unwrap();
     let file = m.mountpoint().join("shared");
     fs::File::create(&file).unwrap();
     const THREADS: usize = 4;
@@ -295,6 +305,16 @@ fn concurrent_writers_and_untar() {
 /// clean afterwards.
 #[test]
 fn fio_verify() {
+    fio_verify_with(opts());
+}
+
+/// The same over FUSE-over-io_uring queues.
+#[test]
+fn fio_verify_over_io_uring() {
+    fio_verify_with(opts().over_io_uring().unwrap());
+}
+
+fn fio_verify_with(mount_opts: OverlayOptions) {
     require("fio");
     let t = TempDir::new("ovl-fio");
     let pf = t.passfile();
@@ -302,7 +322,7 @@ fn fio_verify() {
     let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &args("default").1).unwrap();
     let mnt = t.join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &mount_opts).unwrap();
     let out = Command::new("fio")
         .args([
             "--name=verify",

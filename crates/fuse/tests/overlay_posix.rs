@@ -406,9 +406,21 @@ impl RawFd for fs::File {
 
 #[test]
 fn same_as_tmpfs() {
+    compare_with_tmpfs("dev", OverlayOptions::default());
+}
+
+/// The same steps with requests served over FUSE-over-io_uring queues.
+#[test]
+fn same_as_tmpfs_over_io_uring() {
+    compare_with_tmpfs("uring", OverlayOptions::default().over_io_uring().unwrap());
+}
+
+/// Runs the steps on tmpfs and on an overlay mounted with `mount_opts`
+/// (`tag` keeps parallel runs apart).
+fn compare_with_tmpfs(tag: &str, mount_opts: OverlayOptions) {
     let shm = Path::new("/dev/shm");
     assert!(shm.is_dir(), "this test needs tmpfs at /dev/shm");
-    let tm = shm.join(format!("ck-posix-{}", std::process::id()));
+    let tm = shm.join(format!("ck-posix-{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tm);
     fs::create_dir(&tm).unwrap();
     let want = steps(&tm);
@@ -423,7 +435,7 @@ fn same_as_tmpfs() {
         assert!(want.iter().any(|l| l == e), "tmpfs run lacks {e}: {want:?}");
     }
 
-    let t = TempDir::new("ovl-posix");
+    let t = TempDir::new(&format!("ovl-posix-{tag}"));
     let cipher = t.join("cipher");
     let opts = InitOptions {
         scrypt_log_n: 10,
@@ -432,7 +444,7 @@ fn same_as_tmpfs() {
     let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &opts).unwrap();
     let mnt = t.join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let m = mount_overlay(Arc::new(cd), &mnt, &OverlayOptions::default()).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &mount_opts).unwrap();
     let got = steps(m.mountpoint());
     m.unmount().unwrap();
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {

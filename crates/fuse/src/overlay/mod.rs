@@ -52,3 +52,18 @@ impl Default for OverlayOptions {
         }
     }
 }
+
+impl OverlayOptions {
+    /// These options with requests served over FUSE-over-io_uring queues;
+    /// [`crate::Error::IoUringOff`] (which says how to turn it on) when the
+    /// kernel does not allow it.
+    pub fn over_io_uring(self) -> Result<OverlayOptions, crate::Error> {
+        if !crate::uring::kernel_allows() {
+            return Err(crate::Error::IoUringOff);
+        }
+        Ok(OverlayOptions {
+            io_uring: true,
+            ..self
+        })
+    }
+}

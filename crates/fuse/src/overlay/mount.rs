@@ -37,9 +37,29 @@ pub fn mount_overlay(
     if !canonical.is_dir() {
         return Err(bad("not a directory".into()));
     }
-    let fs = OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
-    mount_fs(fs, canonical, opts)
+    let mut fs =
+        OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
+    if !opts.io_uring {
+        return mount_fs(fs, canonical, opts, |_| Ok(()));
+    }
+    if !crate::uring::kernel_allows() {
+        return Err(Error::IoUringOff);
+    }
+    fs.io_uring = true;
+    let queues = fs.clone();
+    // Only INIT, FORGET and INTERRUPT come through /dev/fuse now.
+    let opts = OverlayOptions {
+        threads: 1,
+        ..opts.clone()
+    };
+    mount_fs(fs, canonical, &opts, move |dev| {
+        crate::uring::start_queues(queues, dev, MAX_PAYLOAD)
+    })
 }
+
+/// Largest request or answer payload: max_write and max_pages (see
+/// `OverlayFs::init`) are both 1 MiB.
+const MAX_PAYLOAD: usize = 1 << 20;
 
 /// Mounts the read-only reverse view (gocryptfs `-reverse`) of the
 /// plaintext directory behind `cd` (opened with
@@ -59,13 +79,16 @@ pub fn mount_reverse(
         ..opts.clone()
     };
     let fs = super::reverse::ReverseFs::new(cd).map_err(Error::Session)?;
-    mount_fs(fs, canonical, &opts)
+    mount_fs(fs, canonical, &opts, |_| Ok(()))
 }
 
+/// Mounts `fs`; `with_dev` gets a duplicate of the session's `/dev/fuse`
+/// descriptor before the session starts (for the io_uring queues).
 fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
     fs: F,
     canonical: PathBuf,
     opts: &OverlayOptions,
+    with_dev: impl FnOnce(std::os::fd::OwnedFd) -> io::Result<()>,
 ) -> Result<OverlayMount, Error> {
     let mut options = vec![
         MountOption::FSName(opts.fs_name.clone()),
@@ -101,6 +124,10 @@ fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
         path: canonical.clone(),
         source,
     })?;
+    let dev = std::os::fd::AsFd::as_fd(&session)
+        .try_clone_to_owned()
+        .map_err(Error::Session)?;
+    with_dev(dev).map_err(Error::Session)?;
     let thread = std::thread::Builder::new()
         .name("ck-overlay-session".into())
         .spawn(move || session.run())

@@ -48,6 +48,11 @@ pub struct Args {
     /// crypto; this daemon never holds a key.
     #[arg(long, conflicts_with_all = ["masterkey", "reverse"])]
     pub keep: bool,
+    /// Serve requests over FUSE-over-io_uring queues, one per CPU, each
+    /// answered on the CPU that asked (needs the fuse module parameter
+    /// enable_uring=Y).
+    #[arg(long = "io-uring", conflicts_with = "reverse")]
+    pub io_uring: bool,
     /// Stay in the foreground until unmounted or interrupted.
     #[arg(short = 'f', long)]
     pub foreground: bool,
@@ -141,6 +146,7 @@ pub fn run(a: Args) -> CliResult {
             read_only: a.ro || a.reverse,
             allow_other: a.allow_other,
             threads: a.threads as usize,
+            io_uring: a.io_uring,
             fs_name: cipherdir.display().to_string(),
             ..OverlayOptions::default()
         },
