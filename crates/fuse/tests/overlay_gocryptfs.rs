@@ -347,3 +347,41 @@ fn fio_verify_with(mount_opts: OverlayOptions) {
     m.unmount().unwrap();
     fsck(&pf, &cipher);
 }
+
+/// The kernel keeps directory listings cached (`FOPEN_CACHE_DIR`): a name
+/// created through our mount shows in the next listing at once, and one
+/// created by another writer of the same cipher directory (gocryptfs
+/// mounted alongside) shows once the attribute timeout (1 s) has passed.
+#[test]
+fn cached_listings_follow_changes() {
+    let t = TempDir::new("ovl-dircache");
+    let pf = t.passfile();
+    let cipher = t.join("cipher");
+    let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &args("default").1).unwrap();
+    let mnt = t.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+    let names = |d: &Path| {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let d = m.mountpoint().join("d");
+    fs::create_dir(&d).unwrap();
+    fs::write(d.join("a"), b"1").unwrap();
+    assert_eq!(names(&d), ["a"]);
+    assert_eq!(names(&d), ["a"]);
+    fs::write(d.join("b"), b"2").unwrap();
+    fs::remove_file(d.join("a")).unwrap();
+    assert_eq!(names(&d), ["b"]);
+    let other = Mount::new(&cipher, &t.join("gmnt"), &pf, &[]);
+    fs::write(other.path().join("d/c"), b"3").unwrap();
+    drop(other);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert_eq!(names(&d), ["b", "c"]);
+    m.unmount().unwrap();
+    fsck(&pf, &cipher);
+}

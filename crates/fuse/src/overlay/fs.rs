@@ -19,9 +19,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::attr::TTL;
 use super::data::OpenFiles;
-use super::entries::DirItem;
 use super::inodes::Inodes;
-use super::ops::{SetAttr, XattrAnswer};
+use super::ops::{DirHandle, SetAttr, XattrAnswer, DIR_OPEN_FLAGS};
 
 /// The overlay file system over one opened cipher directory. Clones share
 /// all state, so the `/dev/fuse` session and the io_uring queues can serve
@@ -32,7 +31,7 @@ pub(crate) struct OverlayFs {
     pub(crate) inodes: Arc<Mutex<Inodes>>,
     pub(crate) dir_ivs: Arc<Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv>>>,
     pub(crate) files: Arc<OpenFiles>,
-    pub(crate) dirs: Arc<Mutex<HashMap<u64, Arc<Vec<DirItem>>>>>,
+    pub(crate) dirs: Arc<Mutex<HashMap<u64, DirHandle>>>,
     pub(crate) next_dir: Arc<AtomicU64>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
@@ -345,7 +344,7 @@ impl Filesystem for OverlayFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.do_opendir(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::from_bits_retain(DIR_OPEN_FLAGS)),
             Err(e) => reply.error(e),
         }
     }

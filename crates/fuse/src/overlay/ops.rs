@@ -62,6 +62,19 @@ impl XattrAnswer {
     }
 }
 
+/// `FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` for directories: the kernel keeps
+/// a listing in its page cache and serves the next ones from there until
+/// the directory changes (through the mount, or its mtime on the next
+/// attribute refresh).
+pub(crate) const DIR_OPEN_FLAGS: u32 = (1 << 3) | (1 << 1);
+
+/// An open directory: its listing, taken at the first read (an open that
+/// the kernel answers from its cache never pays for it).
+pub(crate) struct DirHandle {
+    ino: u64,
+    items: Option<Arc<Vec<DirItem>>>,
+}
+
 /// Where `readdirplus` puts its entries; `add` returns true when full.
 pub(crate) trait DirPlusSink {
     fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr) -> bool;
@@ -132,24 +145,38 @@ impl OverlayFs {
         self.do_write(fh, off, data)
     }
 
-    /// Lists a directory once, at open; answers the handle of the listing.
+    /// Opens a directory; answers the handle its listing will hang on.
     pub(crate) fn do_opendir(&self, ino: u64) -> R<u64> {
-        let items = self.snapshot_dir(ino)?;
+        let p = self.path_of(ino)?;
+        let m = std::fs::symlink_metadata(&p).map_err(|e| io_errno(&e))?;
+        if !m.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
         let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
         self.dirs
             .lock()
             .map_err(|_| Errno::EIO)?
-            .insert(fh, Arc::new(items));
+            .insert(fh, DirHandle { ino, items: None });
         Ok(fh)
     }
 
-    /// The listing behind directory handle `fh`.
+    /// The listing behind directory handle `fh`, taken now if this is the
+    /// first read (later reads, e.g. after a seek, see the same listing).
     pub(crate) fn dir_items(&self, fh: u64) -> R<Arc<Vec<DirItem>>> {
-        self.dirs
-            .lock()
-            .ok()
-            .and_then(|d| d.get(&fh).cloned())
-            .ok_or(Errno::EBADF)
+        let ino = {
+            let d = self.dirs.lock().map_err(|_| Errno::EIO)?;
+            let h = d.get(&fh).ok_or(Errno::EBADF)?;
+            if let Some(i) = &h.items {
+                return Ok(i.clone());
+            }
+            h.ino
+        };
+        // Listed without the lock held; two first reads racing on one
+        // handle both list, and the first stored wins.
+        let items = Arc::new(self.snapshot_dir(ino)?);
+        let mut d = self.dirs.lock().map_err(|_| Errno::EIO)?;
+        let h = d.get_mut(&fh).ok_or(Errno::EBADF)?;
+        Ok(h.items.get_or_insert(items).clone())
     }
 
     /// Forgets directory handle `fh`.

@@ -176,9 +176,9 @@ impl Out {
         self.attr(a)
     }
 
-    /// `struct fuse_open_out` (16 bytes), no open flags.
-    pub(crate) fn open_out(&mut self, fh: u64) -> &mut Out {
-        self.u64(fh).u32(0).u32(0)
+    /// `struct fuse_open_out` (16 bytes).
+    pub(crate) fn open_out(&mut self, fh: u64, open_flags: u32) -> &mut Out {
+        self.u64(fh).u32(open_flags).u32(0)
     }
 
     /// `struct fuse_dirent` with its name, padded to 8 bytes.

@@ -12,7 +12,7 @@ use fuser::{Errno, RenameFlags};
 use super::abi::*;
 use crate::overlay::attr::TTL;
 use crate::overlay::fs::OverlayFs;
-use crate::overlay::ops::{DirPlusSink, SetAttr, XattrAnswer};
+use crate::overlay::ops::{DirPlusSink, SetAttr, XattrAnswer, DIR_OPEN_FLAGS};
 
 type R<T> = Result<T, Errno>;
 
@@ -85,7 +85,7 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         }
         OPEN => {
             let write = f.u32(0) as i32 & libc::O_ACCMODE != libc::O_RDONLY;
-            o.open_out(fs.do_open(ino, write)?);
+            o.open_out(fs.do_open(ino, write)?, 0);
         }
         READ => o.0 = fs.do_read(f.u64(0), f.u64(8), f.u32(16))?,
         WRITE => {
@@ -129,7 +129,7 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         // Nothing to flush (see fs.rs): the kernel stops asking.
         FLUSH => return Err(Errno::ENOSYS),
         OPENDIR => {
-            o.open_out(fs.do_opendir(ino)?);
+            o.open_out(fs.do_opendir(ino)?, DIR_OPEN_FLAGS);
         }
         READDIR => {
             let items = fs.dir_items(f.u64(0))?;
@@ -157,7 +157,7 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         CREATE => {
             let (flags, mode, umask) = (f.u32(0) as i32, f.u32(4), f.u32(8));
             let (a, fh) = fs.do_create(ino, name(1)?[0], mode, umask, flags, h.uid, h.gid)?;
-            o.entry(&a, ttl).open_out(fh);
+            o.entry(&a, ttl).open_out(fh, 0);
         }
         FALLOCATE => {
             let (fh, off, len, mode) = (f.u64(0), f.u64(8), f.u64(16), f.u32(24) as i32);
