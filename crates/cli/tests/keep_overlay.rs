@@ -10,15 +10,13 @@
 
 mod common;
 
-use common::{mappings_containing, memory_contains};
+use common::{ck, mappings_containing, memory_contains, tempdir};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use cryptkeep_overlay::kdf::{hkdf_derive, HKDF_INFO_EME_NAMES, HKDF_INFO_GCM_CONTENT};
 use cryptkeep_overlay::Config;
-
-const BIN: &str = env!("CARGO_BIN_EXE_cryptkeep");
 
 struct Dir(PathBuf);
 
@@ -32,20 +30,6 @@ impl Drop for Dir {
         }
         let _ = fs::remove_dir_all(&self.0);
     }
-}
-
-fn ck(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .env("CRYPTKEEP_RUN_DIR", dir.join("run"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cryptkeep {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// The pid in the only pid file of the run directory (the FUSE daemon).
@@ -87,7 +71,7 @@ fn tree(m: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn the_fuse_daemon_never_holds_the_overlay_keys() {
-    let dir = Dir(tempdir());
+    let dir = Dir(tempdir("ck-keepfs"));
     let d = &dir.0;
     let (c, m, g, pw) = (d.join("c"), d.join("m"), d.join("g"), d.join("pw"));
     for p in [&m, &g] {
@@ -181,12 +165,4 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
             let _ = fs::remove_file(p);
         }
     }
-}
-
-fn tempdir() -> PathBuf {
-    let out = Command::new("mktemp")
-        .args(["-d", "/tmp/ck-keepfs.XXXXXX"])
-        .output()
-        .unwrap();
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }

@@ -7,13 +7,11 @@
 
 mod common;
 
-use common::memory_contains;
+use common::{ck, memory_contains, tempdir, BIN};
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cryptkeep");
+use std::process::Command;
 
 struct Dir(PathBuf);
 
@@ -31,20 +29,6 @@ impl Drop for Dir {
         }
         let _ = fs::remove_dir_all(&self.0);
     }
-}
-
-fn ck(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .env("CRYPTKEEP_RUN_DIR", dir.join("run"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cryptkeep {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// The volume key as cryptsetup prints it ("MK dump:" hex lines).
@@ -116,7 +100,7 @@ fn use_device(dev: &str) {
 
 #[test]
 fn the_io_daemon_never_holds_the_volume_key() {
-    let dir = Dir(tempdir());
+    let dir = Dir(tempdir("ck-keepvol"));
     let d = &dir.0;
     let vol = d.join("vol.img");
     let pass = d.join("pass");
@@ -170,12 +154,4 @@ fn the_io_daemon_never_holds_the_volume_key() {
         assert!(text.contains(&format!("keep:        {mode}")), "{text}");
         ck(d, &["close", &name]);
     }
-}
-
-fn tempdir() -> PathBuf {
-    let out = Command::new("mktemp")
-        .args(["-d", "/tmp/ck-keepvol.XXXXXX"])
-        .output()
-        .unwrap();
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
