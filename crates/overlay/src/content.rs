@@ -241,16 +241,18 @@ impl ContentCipher {
         if ciphertext.is_empty() {
             return Ok(0);
         }
-        if ciphertext.len() == self.cipher_bs() && ciphertext.iter().all(|&b| b == 0) {
-            let o = out.get_mut(..PLAIN_BS).ok_or_else(|| short_buf(PLAIN_BS))?;
-            o.fill(0);
-            return Ok(PLAIN_BS);
-        }
         if ciphertext.len() < self.block_overhead() {
             return Err(auth());
         }
         let (nonce, sealed) = ciphertext.split_at(self.nonce_len);
+        // A zero nonce is never drawn: the block is a hole (a full block of
+        // zeros) or damaged. Only then is the whole block scanned.
         if nonce.iter().all(|&b| b == 0) {
+            if ciphertext.len() == self.cipher_bs() && sealed.iter().all(|&b| b == 0) {
+                let o = out.get_mut(..PLAIN_BS).ok_or_else(|| short_buf(PLAIN_BS))?;
+                o.fill(0);
+                return Ok(PLAIN_BS);
+            }
             return Err(auth());
         }
         let n = sealed.len() - TAG_LEN;

@@ -5,22 +5,25 @@
 //! truncating to 0 removes the header; growing by truncation writes a real
 //! last block and holes before it.
 //!
-//! A `CipherFile` is not synchronised: callers serialise writers (the FUSE
-//! frontend holds one lock per inode across read-modify-write).
+//! A `CipherFile` reads through `&self` (concurrent readers are fine) and
+//! writes through `&mut self`: callers serialise writers against readers
+//! (the FUSE frontend holds one read-write lock per inode).
 
 use crate::content::{ContentCipher, PLAIN_BS};
 use crate::error::{Error, Result};
 use crate::header::{FileHeader, HEADER_LEN};
+use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// An open cipher file seen as plaintext.
 #[derive(Debug)]
 pub struct CipherFile {
     file: File,
     path: PathBuf,
-    header: Option<FileHeader>,
+    header: OnceLock<FileHeader>,
 }
 
 impl CipherFile {
@@ -30,7 +33,7 @@ impl CipherFile {
         CipherFile {
             file,
             path: path.to_path_buf(),
-            header: None,
+            header: OnceLock::new(),
         }
     }
 
@@ -68,17 +71,19 @@ impl CipherFile {
     }
 
     /// The header, read once; `None` for an empty file.
-    fn header(&mut self) -> Result<Option<FileHeader>> {
-        if self.header.is_none() {
-            let mut b = [0u8; HEADER_LEN];
-            let n =
-                read_full(&self.file, &mut b, 0).map_err(|e| Error::io("read", &self.path, e))?;
-            if n == 0 {
-                return Ok(None);
-            }
-            self.header = Some(FileHeader::parse(&b[..n]).map_err(|e| e.at(&self.path))?);
+    fn header(&self) -> Result<Option<FileHeader>> {
+        if let Some(h) = self.header.get() {
+            return Ok(Some(*h));
         }
-        Ok(self.header)
+        let mut b = [0u8; HEADER_LEN];
+        let n = read_full(&self.file, &mut b, 0).map_err(|e| Error::io("read", &self.path, e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let h = FileHeader::parse(&b[..n]).map_err(|e| e.at(&self.path))?;
+        // Two readers may both parse it; they read the same bytes.
+        let _ = self.header.set(h);
+        Ok(Some(h))
     }
 
     /// The header, created and written if the file is empty.
@@ -90,12 +95,12 @@ impl CipherFile {
         self.file
             .write_all_at(&h.to_bytes(), 0)
             .map_err(|e| Error::io("write", &self.path, e))?;
-        self.header = Some(h);
+        self.header = OnceLock::from(h);
         Ok(h)
     }
 
     /// Reads and decrypts plaintext block `block` (shorter at EOF, empty past it).
-    fn read_block(&mut self, c: &ContentCipher, block: u64, out: &mut [u8]) -> Result<usize> {
+    fn read_block(&self, c: &ContentCipher, block: u64, out: &mut [u8]) -> Result<usize> {
         let Some(h) = self.header()? else {
             return Ok(0);
         };
@@ -124,7 +129,7 @@ impl CipherFile {
     /// Reads up to `buf.len()` plaintext bytes at `off`; returns the count
     /// (short at end of file). A block that fails authentication fails the
     /// read with [`Error::Auth`] naming it.
-    pub fn read_at(&mut self, c: &ContentCipher, buf: &mut [u8], off: u64) -> Result<usize> {
+    pub fn read_at(&self, c: &ContentCipher, buf: &mut [u8], off: u64) -> Result<usize> {
         let cipher_len = self.cipher_len()?;
         let size = c.plain_size(cipher_len);
         if off >= size || buf.is_empty() {
@@ -139,20 +144,31 @@ impl CipherFile {
         let nblocks = (last - first + 1) as usize;
         let coff = HEADER_LEN as u64 + first * c.cipher_bs() as u64;
         let clen = (nblocks * c.cipher_bs()).min(cipher_len.saturating_sub(coff) as usize);
-        let mut cbuf = vec![0u8; clen];
-        let got =
-            read_full(&self.file, &mut cbuf, coff).map_err(|e| Error::io("read", &self.path, e))?;
-        let mut pbuf = vec![0u8; nblocks * PLAIN_BS];
-        let n = c
-            .decrypt_blocks_into(first, &h.id, &cbuf[..got], &mut pbuf)
-            .map_err(|e| e.at(&self.path))?;
         let start = (off - first * bs) as usize;
-        let stop = ((end - first * bs) as usize).min(n);
-        if stop <= start {
-            return Ok(0);
-        }
-        buf[..stop - start].copy_from_slice(&pbuf[start..stop]);
-        Ok(stop - start)
+        let want = (end - off) as usize;
+        SCRATCH.with(|scratch| {
+            let (cipher, plain) = &mut *scratch.borrow_mut();
+            let cbuf = grown(cipher, clen);
+            let got =
+                read_full(&self.file, cbuf, coff).map_err(|e| Error::io("read", &self.path, e))?;
+            if start == 0 && buf.len() >= nblocks * PLAIN_BS {
+                // Block-aligned (every kernel read): decrypt in place, no copy.
+                let n = c
+                    .decrypt_blocks_into(first, &h.id, &cbuf[..got], buf)
+                    .map_err(|e| e.at(&self.path))?;
+                return Ok(want.min(n));
+            }
+            let pbuf = grown(plain, nblocks * PLAIN_BS);
+            let n = c
+                .decrypt_blocks_into(first, &h.id, &cbuf[..got], pbuf)
+                .map_err(|e| e.at(&self.path))?;
+            let stop = (start + want).min(n);
+            if stop <= start {
+                return Ok(0);
+            }
+            buf[..stop - start].copy_from_slice(&pbuf[start..stop]);
+            Ok(stop - start)
+        })
     }
 
     /// Pads a partial last block to a full block of zeros (before writing
@@ -290,7 +306,7 @@ impl CipherFile {
             |f: &File, l: u64, p: &Path| f.set_len(l).map_err(|e| Error::io("truncate", p, e));
         if new_size == 0 {
             set_len(&self.file, 0, &self.path)?;
-            self.header = None;
+            self.header = OnceLock::new();
             return Ok(());
         }
         if new_size == size {
@@ -339,4 +355,18 @@ fn read_full(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+thread_local! {
+    /// Per-thread cipher and plaintext buffers for [`CipherFile::read_at`],
+    /// reused so a read neither allocates nor zeroes.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// The first `n` bytes of `v`, growing it (zero-filled) when shorter.
+fn grown(v: &mut Vec<u8>, n: usize) -> &mut [u8] {
+    if v.len() < n {
+        v.resize(n, 0);
+    }
+    &mut v[..n]
 }

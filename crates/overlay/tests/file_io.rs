@@ -64,7 +64,7 @@ fn apply_model(model: &mut Vec<u8>, op: &Op) {
 }
 
 fn read_all_ours(cd: &CipherDir, path: &Path) -> Vec<u8> {
-    let mut f = CipherFile::open(path).unwrap();
+    let f = CipherFile::open(path).unwrap();
     let size = f.plain_size(cd.content()).unwrap() as usize;
     let mut out = vec![0u8; size];
     // Odd-sized reads across block boundaries.
@@ -80,6 +80,36 @@ fn read_all_ours(cd: &CipherDir, path: &Path) -> Vec<u8> {
         assert!(n > 0);
         pos += n;
     }
+    assert!(read_aligned_concurrently(cd, path) == out);
+    out
+}
+
+/// The whole file read as a kernel reads it (block-aligned chunks of
+/// 8 blocks, into buffers longer than what is left at the end), by four
+/// threads at once on one freshly opened `CipherFile` (shared header).
+fn read_aligned_concurrently(cd: &CipherDir, path: &Path) -> Vec<u8> {
+    let f = CipherFile::open(path).unwrap();
+    let size = f.plain_size(cd.content()).unwrap() as usize;
+    let chunk = 8 * PLAIN_BS;
+    let mut out = vec![0u8; size.div_ceil(chunk) * chunk];
+    std::thread::scope(|s| {
+        let parts: Vec<(usize, &mut [u8])> = out.chunks_mut(chunk).enumerate().collect();
+        let mut lanes: Vec<Vec<(usize, &mut [u8])>> = (0..4).map(|_| Vec::new()).collect();
+        for (k, p) in parts {
+            lanes[k % 4].push((k, p));
+        }
+        for lane in lanes {
+            let f = &f;
+            s.spawn(move || {
+                for (k, p) in lane {
+                    let off = (k * chunk) as u64;
+                    let n = f.read_at(cd.content(), p, off).unwrap();
+                    assert_eq!(n, (size - k * chunk).min(chunk));
+                }
+            });
+        }
+    });
+    out.truncate(size);
     out
 }
 

@@ -1,21 +1,27 @@
 //! File contents: one [`CipherFile`] per open inode, shared by all its
-//! handles behind one lock (so read-modify-write cycles and the cached
-//! header are never interleaved), plus truncation for `setattr`.
+//! handles behind one read-write lock: reads run side by side, a write
+//! (read-modify-write of partial blocks, header creation) runs alone;
+//! plus truncation for `setattr`.
 
 use cryptkeep_overlay::CipherFile;
 use fuser::Errno;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::attr::{errno, io_errno};
 use super::fs::OverlayFs;
 
 type R<T> = Result<T, Errno>;
 
+thread_local! {
+    /// Each dispatcher thread's read buffer (see `do_read_with`).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// An inode's open cipher file and how many handles use it.
 struct OpenInode {
-    file: Arc<Mutex<CipherFile>>,
+    file: Arc<RwLock<CipherFile>>,
     handles: u64,
 }
 
@@ -70,7 +76,7 @@ impl OverlayFs {
                 inodes.insert(
                     ino,
                     OpenInode {
-                        file: Arc::new(Mutex::new(CipherFile::new(f, &p))),
+                        file: Arc::new(RwLock::new(CipherFile::new(f, &p))),
                         handles: 1,
                     },
                 );
@@ -105,7 +111,7 @@ impl OverlayFs {
         }
     }
 
-    fn file_of(&self, fh: u64) -> R<Arc<Mutex<CipherFile>>> {
+    fn file_of(&self, fh: u64) -> R<Arc<RwLock<CipherFile>>> {
         let ino = *self
             .files
             .handles
@@ -119,12 +125,12 @@ impl OverlayFs {
     /// The attributes of an open inode, from its descriptor.
     pub(crate) fn open_attr(&self, ino: u64) -> Option<fuser::FileAttr> {
         let f = self.open_inode(ino)?;
-        let cf = f.lock().ok()?;
+        let cf = f.read().ok()?;
         let m = cf.file().metadata().ok()?;
         Some(super::attr::attr(&self.cd, cf.path(), &m, self.root_ino))
     }
 
-    fn open_inode(&self, ino: u64) -> Option<Arc<Mutex<CipherFile>>> {
+    fn open_inode(&self, ino: u64) -> Option<Arc<RwLock<CipherFile>>> {
         self.files
             .inodes
             .lock()
@@ -133,15 +139,35 @@ impl OverlayFs {
             .map(|o| o.file.clone())
     }
 
-    pub(crate) fn do_read(&self, fh: u64, off: u64, size: u32) -> R<Vec<u8>> {
+    /// Reads up to `out.len()` plaintext bytes of handle `fh` at `off`
+    /// straight into `out`; returns how many (short at end of file).
+    pub(crate) fn do_read_into(&self, fh: u64, off: u64, out: &mut [u8]) -> R<usize> {
         let f = self.file_of(fh)?;
-        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
-        let mut buf = vec![0u8; size as usize];
-        let n = cf
-            .read_at(self.cd.content(), &mut buf, off)
-            .map_err(|e| errno(&e))?;
-        buf.truncate(n);
-        Ok(buf)
+        let cf = f.read().map_err(|_| Errno::EIO)?;
+        cf.read_at(self.cd.content(), out, off)
+            .map_err(|e| errno(&e))
+    }
+
+    /// Answers a read of `size` bytes of handle `fh` at `off` with `reply`,
+    /// from a per-thread buffer (no allocation, no zeroing per request).
+    pub(crate) fn do_read_with<T>(
+        &self,
+        fh: u64,
+        off: u64,
+        size: u32,
+        reply: impl FnOnce(R<&[u8]>) -> T,
+    ) -> T {
+        READ_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.len() < size as usize {
+                b.resize(size as usize, 0);
+            }
+            let buf = &mut b[..size as usize];
+            match self.do_read_into(fh, off, buf) {
+                Ok(n) => reply(Ok(&buf[..n])),
+                Err(e) => reply(Err(e)),
+            }
+        })
     }
 
     pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8]) -> R<u32> {
@@ -149,7 +175,7 @@ impl OverlayFs {
             return Err(Errno::EROFS);
         }
         let f = self.file_of(fh)?;
-        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        let mut cf = f.write().map_err(|_| Errno::EIO)?;
         cf.write_at(self.cd.content(), data, off)
             .map_err(|e| errno(&e))?;
         Ok(data.len() as u32)
@@ -160,7 +186,7 @@ impl OverlayFs {
     pub(crate) fn kill_suid(&self, fh: u64) {
         use std::os::unix::fs::PermissionsExt;
         let Ok(f) = self.file_of(fh) else { return };
-        let Ok(cf) = f.lock() else { return };
+        let Ok(cf) = f.read() else { return };
         if let Ok(m) = cf.file().metadata() {
             let mode = m.permissions().mode();
             if mode & 0o6000 != 0 {
@@ -173,7 +199,7 @@ impl OverlayFs {
 
     pub(crate) fn do_fsync(&self, fh: u64) -> R<()> {
         let f = self.file_of(fh)?;
-        let cf = f.lock().map_err(|_| Errno::EIO)?;
+        let cf = f.read().map_err(|_| Errno::EIO)?;
         cf.file().sync_all().map_err(|e| io_errno(&e))
     }
 
@@ -192,7 +218,7 @@ impl OverlayFs {
         use std::os::unix::fs::PermissionsExt;
         let f = self.open_inode(ino)?;
         let r = (|| {
-            let cf = f.lock().map_err(|_| Errno::EIO)?;
+            let cf = f.read().map_err(|_| Errno::EIO)?;
             let file = cf.file();
             if let Some(m) = mode {
                 file.set_permissions(std::fs::Permissions::from_mode(m & 0o7777))
@@ -226,7 +252,7 @@ impl OverlayFs {
         let f = self
             .file_of(fh)
             .or_else(|_| self.open_inode(ino).ok_or(Errno::EBADF))?;
-        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        let mut cf = f.write().map_err(|_| Errno::EIO)?;
         let c = self.cd.content();
         let r = match mode {
             PUNCH => cf.punch_hole(c, off, len),
@@ -250,10 +276,10 @@ impl OverlayFs {
             Some(f) => f,
             None => {
                 let p = self.path_of(ino)?;
-                Arc::new(Mutex::new(CipherFile::open(&p).map_err(|e| errno(&e))?))
+                Arc::new(RwLock::new(CipherFile::open(&p).map_err(|e| errno(&e))?))
             }
         };
-        let mut cf = f.lock().map_err(|_| Errno::EIO)?;
+        let mut cf = f.write().map_err(|_| Errno::EIO)?;
         cf.truncate(self.cd.content(), size).map_err(|e| errno(&e))
     }
 }

@@ -275,10 +275,10 @@ impl Filesystem for OverlayFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.do_read(fh.0, offset, size) {
-            Ok(d) => reply.data(&d),
+        self.do_read_with(fh.0, offset, size, |r| match r {
+            Ok(d) => reply.data(d),
             Err(e) => reply.error(e),
-        }
+        })
     }
 
     fn write(

@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::abi::{InHeader, IN_HEADER_LEN, OUT_HEADER_LEN};
+use super::abi::{InHeader, IN_HEADER_LEN, OUT_HEADER_LEN, READ};
 use super::dispatch::handle;
 use super::ring::{Completion, Ring, OP_URING_CMD, SQE_LEN};
 use crate::overlay::fs::OverlayFs;
@@ -235,21 +235,32 @@ fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
     let payload_sz = f.u32(16) as usize;
     let op_in = hdr[OP_IN..ENT_IN_OUT].to_vec();
     let payload_cap = e.payload_len;
-    let result = {
-        let payload = &e.payload()[..payload_sz.min(payload_cap)];
-        handle(fs, &h, &op_in, payload)
+    let (error, out_len) = if h.opcode == READ {
+        // Decrypted straight into the ring's payload buffer.
+        let f = super::abi::Fields(&op_in);
+        let size = (f.u32(16) as usize).min(payload_cap);
+        match fs.do_read_into(f.u64(0), f.u64(8), &mut e.payload()[..size]) {
+            Ok(n) => (0, n),
+            Err(errno) => (-errno.code(), 0),
+        }
+    } else {
+        let result = {
+            let payload = &e.payload()[..payload_sz.min(payload_cap)];
+            handle(fs, &h, &op_in, payload)
+        };
+        let (error, out) = match result {
+            Ok(out) if out.len() <= payload_cap => (0, out),
+            Ok(_) => (-libc::EIO, Vec::new()),
+            Err(errno) => (-errno.code(), Vec::new()),
+        };
+        e.payload()[..out.len()].copy_from_slice(&out);
+        (error, out.len())
     };
-    let (error, out) = match result {
-        Ok(out) if out.len() <= payload_cap => (0, out),
-        Ok(_) => (-libc::EIO, Vec::new()),
-        Err(errno) => (-errno.code(), Vec::new()),
-    };
-    e.payload()[..out.len()].copy_from_slice(&out);
     let hdr = e.header();
     hdr[..OUT_HEADER_LEN].fill(0);
-    hdr[0..4].copy_from_slice(&((OUT_HEADER_LEN + out.len()) as u32).to_le_bytes());
+    hdr[0..4].copy_from_slice(&((OUT_HEADER_LEN + out_len) as u32).to_le_bytes());
     hdr[4..8].copy_from_slice(&error.to_le_bytes());
     hdr[8..16].copy_from_slice(&h.unique.to_le_bytes());
-    hdr[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(out.len() as u32).to_le_bytes());
+    hdr[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(out_len as u32).to_le_bytes());
     commit_id
 }
