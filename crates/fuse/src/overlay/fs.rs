@@ -89,10 +89,11 @@ impl Filesystem for OverlayFs {
             // the mount checked that the kernel offers it.
             let _ = config.add_capabilities(InitFlags::FUSE_OVER_IO_URING);
         }
-        // Listings carry attributes (READDIRPLUS), when the kernel sees
-        // lookups follow a listing or it is the first read of a directory.
-        let _ = config
-            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        // Every listing carries attributes (READDIRPLUS, not _AUTO: with
+        // _AUTO the kernel asks for them only in a directory's first chunk,
+        // and each entry of a large directory's later chunks then costs a
+        // LOOKUP when du, rsync or ls -l stats it).
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
         if self.writeback_cache {
             // The kernel batches small writes into large ones and keeps
             // size/mtime itself; every cipher file is opened read-write, so
