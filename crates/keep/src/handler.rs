@@ -87,7 +87,8 @@ impl Handler for KeepHandler {
                 Ok(32)
             }
             OP_REPEAT => self.repeat(arg, buf, in_len),
-            OP_OVERLAY_SEAL | OP_OVERLAY_OPEN | OP_NAME_ENCRYPT | OP_NAME_DECRYPT => {
+            OP_OVERLAY_SEAL | OP_OVERLAY_OPEN | OP_NAME_ENCRYPT | OP_NAME_DECRYPT
+            | OP_NAMES_ENCRYPT | OP_NAMES_DECRYPT => {
                 let keys = self.overlay.as_ref().ok_or(STATUS_UNSUPPORTED)?;
                 crate::ops::overlay::handle(keys, op, arg, buf, in_len)
             }

@@ -1,8 +1,8 @@
 //! [`KeepKeyHolder`]: the overlay's [`KeyHolder`] seam served by a keep
 //! (`fs mount --keep`). Runs of content blocks go to the keep in requests
-//! of at most one shared slot, written straight into the slot; names go as
-//! one request each. The keep draws the nonces, so the I/O side cannot make
-//! it reuse one.
+//! of at most one shared slot, written straight into the slot; a name goes
+//! as one request, a directory's names in as few requests as fit a slot.
+//! The keep draws the nonces, so the I/O side cannot make it reuse one.
 
 use std::sync::Arc;
 
@@ -202,6 +202,57 @@ impl KeyHolder for KeepKeyHolder {
                 "the keep answered {n} bytes for a {}-byte name",
                 data.len()
             )));
+        }
+        Ok(())
+    }
+
+    fn eme_many(
+        &self,
+        encrypt: bool,
+        tweak: &[u8; 16],
+        names: &mut [&mut [u8]],
+    ) -> Result<(), OverlayError> {
+        let op = if encrypt {
+            OP_NAMES_ENCRYPT
+        } else {
+            OP_NAMES_DECRYPT
+        };
+        let room = self.keep.slot_len().saturating_sub(tweak.len());
+        let mut rest = names;
+        while !rest.is_empty() {
+            // As many names as fit one slot (at least one: a name is at
+            // most 2 KiB, a slot holds a content block).
+            let (mut k, mut used) = (0, 0);
+            while k < rest.len() && (k == 0 || used + 2 + rest[k].len() <= room) {
+                used += 2 + rest[k].len();
+                k += 1;
+            }
+            let (group, tail) = std::mem::take(&mut rest).split_at_mut(k);
+            let mut input = Vec::with_capacity(used);
+            for n in group.iter() {
+                let len = u16::try_from(n.len()).map_err(|_| {
+                    OverlayError::InvalidArgument(format!("a {}-byte name", n.len()))
+                })?;
+                input.extend_from_slice(&len.to_le_bytes());
+                input.extend_from_slice(n);
+            }
+            let mut out = vec![0u8; used - 2 * k];
+            let got = self
+                .request(op, 0, tweak, &input, &mut out)
+                .map_err(holder_err)?;
+            if got != out.len() {
+                return Err(OverlayError::KeyHolder(format!(
+                    "the keep answered {got} bytes for {} bytes of names",
+                    out.len()
+                )));
+            }
+            let mut pos = 0;
+            for n in group.iter_mut() {
+                let len = n.len();
+                n.copy_from_slice(&out[pos..pos + len]);
+                pos += len;
+            }
+            rest = tail;
         }
         Ok(())
     }

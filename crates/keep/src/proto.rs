@@ -62,6 +62,13 @@ pub const OP_OVERLAY_OPEN: u32 = 17;
 pub const OP_NAME_ENCRYPT: u32 = 18;
 /// EME-decrypt a name; input and output as [`OP_NAME_ENCRYPT`].
 pub const OP_NAME_DECRYPT: u32 = 19;
+/// EME-encrypt several names of one directory in one request. Input: the
+/// 16-byte tweak, then for each name its length (`u16` little-endian,
+/// 16..=2048, whole blocks) and its bytes. Output: the encrypted names,
+/// concatenated in order (the caller knows their lengths).
+pub const OP_NAMES_ENCRYPT: u32 = 20;
+/// EME-decrypt several names; input and output as [`OP_NAMES_ENCRYPT`].
+pub const OP_NAMES_DECRYPT: u32 = 21;
 
 /// Success.
 pub const STATUS_OK: u32 = 0;
@@ -97,6 +104,8 @@ pub fn op_name(op: u32) -> &'static str {
         OP_OVERLAY_OPEN => "overlay block open",
         OP_NAME_ENCRYPT => "name encrypt",
         OP_NAME_DECRYPT => "name decrypt",
+        OP_NAMES_ENCRYPT => "names encrypt",
+        OP_NAMES_DECRYPT => "names decrypt",
         _ => "unknown operation",
     }
 }

@@ -25,6 +25,8 @@ use cryptkeep_overlay::{
 struct LocalKeep {
     handler: KeepHandler,
     slot: usize,
+    /// Slot requests made so far.
+    requests: std::sync::atomic::AtomicUsize,
 }
 
 fn refused(op: u32, status: u32) -> Error {
@@ -90,6 +92,8 @@ impl Keep for LocalKeep {
         &self,
         f: &mut dyn FnMut(&mut dyn SlotAccess) -> Result<(), Error>,
     ) -> Result<(), Error> {
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         f(&mut LocalSlot {
             h: &self.handler,
             buf: vec![0u8; self.slot],
@@ -112,6 +116,7 @@ fn setup(opts: InitOptions, slot: usize) -> (CipherDir, CipherDir, Arc<LocalKeep
     let keep = Arc::new(LocalKeep {
         handler: KeepHandler::new(None, Ops::new(SealKey::random())).with_overlay(keys),
         slot,
+        requests: Default::default(),
     });
     let holder = KeepKeyHolder::new(keep.clone(), cfg.content_alg()).unwrap();
     let held = CipherDir::with_key_holder(root, cfg, Arc::new(holder)).unwrap();
@@ -159,6 +164,50 @@ fn keep_held_keys_agree_with_local_keys_and_split_long_runs() {
         assert!(held.content().decrypt_blocks(1, &id, &ct).is_err());
         let other = FileHeader::random().unwrap().id;
         assert!(held.content().decrypt_blocks(0, &other, &ct).is_err());
+    }
+}
+
+#[test]
+fn a_listings_names_go_to_the_keep_together() {
+    let (local, held, keep) = setup(InitOptions::default(), 16 << 10);
+    let iv = DirIv([3u8; 16]);
+    let plains: Vec<Vec<u8>> = (0..300)
+        .map(|i| format!("{i:03}-{}", "x".repeat(i % 180)).into_bytes())
+        .collect();
+    let mut ciphers: Vec<String> = plains
+        .iter()
+        .map(|p| local.names().encrypt_name(p, &iv).unwrap())
+        .collect();
+    // Not base64url; and one from another directory (wrong tweak).
+    ciphers[10] = "not*base64".into();
+    ciphers[20] = local
+        .names()
+        .encrypt_name(b"elsewhere", &DirIv([4u8; 16]))
+        .unwrap();
+    let refs: Vec<&str> = ciphers.iter().map(String::as_str).collect();
+    let before = keep.requests.load(std::sync::atomic::Ordering::Relaxed);
+    let got = held.names().decrypt_names(&refs, &iv);
+    let requests = keep.requests.load(std::sync::atomic::Ordering::Relaxed) - before;
+    // About 27 KB of names in 16 KiB slots: two requests, not 299.
+    assert_eq!(requests, 2, "{requests} requests");
+    assert_eq!(got.len(), 300);
+    for (i, g) in got.iter().enumerate() {
+        match i {
+            10 | 20 => assert!(
+                matches!(g, Err(OverlayError::BadName { .. })),
+                "name {i}: {g:?}"
+            ),
+            _ => assert_eq!(g.as_ref().unwrap(), &plains[i], "name {i}"),
+        }
+    }
+    // The same answers as one name at a time, here and in-process.
+    for (i, c) in refs.iter().enumerate() {
+        let one = held.names().decrypt_name(c, &iv);
+        assert_eq!(one.is_ok(), got[i].is_ok(), "name {i}");
+        assert_eq!(
+            local.names().decrypt_names(&refs, &iv)[i].is_ok(),
+            got[i].is_ok()
+        );
     }
 }
 
@@ -220,6 +269,36 @@ fn malformed_overlay_requests_are_refused() {
         Err(STATUS_FAILED)
     );
     assert_eq!(h.handle(OP_NAME_ENCRYPT, 0, &mut buf, 16 + 32), Ok(32));
+    // Name batches: tweak, then (u16 length, bytes) per name.
+    let batch = |lens: &[u16], data_len: usize| {
+        let mut b = vec![0u8; 16];
+        for &l in lens {
+            b.extend_from_slice(&l.to_le_bytes());
+            b.extend(std::iter::repeat_n(0x5a, usize::from(l)));
+        }
+        b.truncate(b.len() - (lens.iter().map(|&l| usize::from(l)).sum::<usize>() - data_len));
+        b
+    };
+    for (lens, data, want) in [
+        (&[][..], 0, Err(STATUS_BAD_DESCRIPTOR)),        // no name
+        (&[15][..], 15, Err(STATUS_BAD_DESCRIPTOR)),     // not whole blocks
+        (&[0][..], 0, Err(STATUS_BAD_DESCRIPTOR)),       // empty name
+        (&[2064][..], 2064, Err(STATUS_BAD_DESCRIPTOR)), // 129 blocks
+        (&[32, 48][..], 70, Err(STATUS_BAD_DESCRIPTOR)), // second cut short
+        (&[32, 48][..], 80, Ok(80)),
+    ] {
+        let b = batch(lens, data);
+        buf[..b.len()].copy_from_slice(&b);
+        for op in [OP_NAMES_ENCRYPT, OP_NAMES_DECRYPT] {
+            buf[..b.len()].copy_from_slice(&b);
+            assert_eq!(h.handle(op, 0, &mut buf, b.len()), want, "{lens:?} {data}");
+        }
+    }
+    // A lone length byte after the tweak.
+    assert_eq!(
+        h.handle(OP_NAMES_DECRYPT, 0, &mut buf, 17),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
     // A keep without overlay keys does not serve these operations.
     let plain = KeepHandler::new(None, Ops::new(SealKey::random()));
     assert_eq!(

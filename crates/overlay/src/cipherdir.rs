@@ -195,36 +195,81 @@ impl CipherDir {
     /// The plaintext name of entry `cipher_name` in cipher directory `dir`
     /// whose tweak is `iv` (reads the `.name` file of a hashed long name).
     pub fn decrypt_entry(&self, dir: &Path, iv: &DirIv, cipher_name: &OsStr) -> Result<OsString> {
+        let full = match self.full_cipher_name(dir, cipher_name)? {
+            None => return Ok(cipher_name.to_os_string()),
+            Some(full) => full,
+        };
+        Ok(OsString::from_vec(self.names.decrypt_name(&full, iv)?))
+    }
+
+    /// [`CipherDir::decrypt_entry`] for several entries of `dir`, in order;
+    /// with a key holder the names go to it together (one listing, few
+    /// requests). Each entry fails alone.
+    pub fn decrypt_entries(
+        &self,
+        dir: &Path,
+        iv: &DirIv,
+        cipher_names: &[OsString],
+    ) -> Vec<Result<OsString>> {
+        let fulls: Vec<Result<Option<String>>> = cipher_names
+            .iter()
+            .map(|c| self.full_cipher_name(dir, c))
+            .collect();
+        let to_decrypt: Vec<&str> = fulls
+            .iter()
+            .filter_map(|f| f.as_ref().ok().and_then(|f| f.as_deref()))
+            .collect();
+        let mut plain = self.names.decrypt_names(&to_decrypt, iv).into_iter();
+        cipher_names
+            .iter()
+            .zip(fulls)
+            .map(|(c, f)| match f? {
+                None => Ok(c.clone()),
+                Some(_) => plain
+                    .next()
+                    .unwrap_or_else(|| Err(Error::InvalidArgument("name batch cut short".into())))
+                    .map(OsString::from_vec),
+            })
+            .collect()
+    }
+
+    /// The whole encrypted name behind on-disk name `cipher_name` in `dir`
+    /// (a long name's `.name` file read and checked); `None` when names
+    /// are not encrypted (plaintext-names mode).
+    fn full_cipher_name(&self, dir: &Path, cipher_name: &OsStr) -> Result<Option<String>> {
         if self.names.mode() == NameMode::Plain {
-            return Ok(cipher_name.to_os_string());
+            return Ok(None);
         }
         let s = cipher_name.to_str().ok_or_else(|| Error::BadName {
             name: cipher_name.to_string_lossy().into_owned(),
             detail: "not base64url",
         })?;
-        let full = if name_kind(s) == NameKind::LongContent {
+        if name_kind(s) == NameKind::LongContent {
             let p = dir.join(format!("{s}{LONGNAME_SUFFIX}"));
             let content = std::fs::read(&p).map_err(|e| Error::io("read", &p, e))?;
-            self.names.verify_long_name(s, &content)?
-        } else {
-            s.to_string()
-        };
-        Ok(OsString::from_vec(self.names.decrypt_name(&full, iv)?))
+            return Ok(Some(self.names.verify_long_name(s, &content)?));
+        }
+        Ok(Some(s.to_string()))
     }
 
     /// Lists cipher directory `dir` with decrypted names, skipping the file
     /// system's own files; sorted by plaintext name.
     pub fn list_dir(&self, dir: &Path) -> Result<Vec<DirEntry>> {
         let iv = self.dir_iv(dir)?;
-        let mut out = Vec::new();
+        let mut ciphers = Vec::new();
         for e in std::fs::read_dir(dir).map_err(|e| Error::io("read", dir, e))? {
-            let e = e.map_err(|e| Error::io("read", dir, e))?;
-            let cipher = e.file_name();
-            if self.is_internal(dir, &cipher) {
-                continue;
+            let cipher = e.map_err(|e| Error::io("read", dir, e))?.file_name();
+            if !self.is_internal(dir, &cipher) {
+                ciphers.push(cipher);
             }
-            let plain = self.decrypt_entry(dir, &iv, &cipher)?;
-            out.push(DirEntry { plain, cipher });
+        }
+        let plains = self.decrypt_entries(dir, &iv, &ciphers);
+        let mut out = Vec::with_capacity(ciphers.len());
+        for (cipher, plain) in ciphers.into_iter().zip(plains) {
+            out.push(DirEntry {
+                plain: plain?,
+                cipher,
+            });
         }
         out.sort_by(|a, b| a.plain.cmp(&b.plain));
         Ok(out)

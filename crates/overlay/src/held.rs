@@ -49,6 +49,15 @@ pub trait KeyHolder: Send + Sync {
     /// EME-encrypts (`encrypt`) or decrypts `data` (1 to 128 whole 16-byte
     /// blocks) in place under `tweak` with the name key.
     fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()>;
+
+    /// [`KeyHolder::eme`] on several names under one tweak (a directory's
+    /// listing); a holder across a process boundary does it in as few
+    /// requests as fit. Fails as a whole if one name fails.
+    fn eme_many(&self, encrypt: bool, tweak: &[u8; 16], names: &mut [&mut [u8]]) -> Result<()> {
+        names
+            .iter_mut()
+            .try_for_each(|n| self.eme(encrypt, tweak, n))
+    }
 }
 
 /// The keys a holder keeps for one file system: the content AEAD and the

@@ -186,34 +186,25 @@ impl NameCipher {
 
     /// Decodes, EME-decrypts and unpads `cipher` under `iv`.
     fn decrypt_raw(&self, cipher: &str, iv: &[u8; 16]) -> Result<Vec<u8>> {
-        let bad = |d: &'static str| Error::BadName {
-            name: cipher.to_string(),
-            detail: d,
-        };
+        let mut bin = self.decode_raw(cipher)?;
+        self.eme_apply(false, iv, &mut bin)?;
+        unpad(cipher, bin)
+    }
+
+    /// The EME ciphertext of `cipher`: base64url-decoded, whole blocks.
+    fn decode_raw(&self, cipher: &str) -> Result<Vec<u8>> {
         if cipher.contains(['\r', '\n']) {
-            return Err(bad("contains CR or LF"));
+            return Err(bad_name(cipher, "contains CR or LF"));
         }
-        let mut bin = self
+        let bin = self
             .b64_decode(cipher)
-            .ok_or_else(|| bad("not valid base64url"))?;
+            .ok_or_else(|| bad_name(cipher, "not valid base64url"))?;
         if bin.is_empty()
             || bin.len() / 16 * 16 != bin.len()
             || bin.len() > 16 * cryptkeep_crypto::eme::MAX_BLOCKS
         {
-            return Err(bad("decoded length is not a multiple of 16"));
+            return Err(bad_name(cipher, "decoded length is not a multiple of 16"));
         }
-        self.eme_apply(false, iv, &mut bin)?;
-        let pad = usize::from(*bin.last().unwrap_or(&0));
-        if pad == 0 || pad > 16 || pad >= bin.len() {
-            return Err(bad("bad padding (wrong directory IV or key?)"));
-        }
-        if bin[bin.len() - pad..]
-            .iter()
-            .any(|&b| usize::from(b) != pad)
-        {
-            return Err(bad("bad padding (wrong directory IV or key?)"));
-        }
-        bin.truncate(bin.len() - pad);
         Ok(bin)
     }
 
@@ -261,11 +252,35 @@ impl NameCipher {
             NameMode::Plain => cipher.as_bytes().to_vec(),
             NameMode::Eme { .. } => self.decrypt_raw(cipher, &iv.0)?,
         };
-        check_plain_name(&plain).map_err(|_| Error::BadName {
-            name: cipher.to_string(),
-            detail: "decrypts to an invalid name",
-        })?;
-        Ok(plain)
+        valid_plain(cipher, plain)
+    }
+
+    /// [`NameCipher::decrypt_name`] for several names of one directory, in
+    /// order; with a key holder, in as few requests as it can. A name that
+    /// cannot be decoded fails alone; a holder that fails fails them all.
+    pub fn decrypt_names(&self, ciphers: &[&str], iv: &DirIv) -> Vec<Result<Vec<u8>>> {
+        let h = match &self.eme {
+            NameEngine::Held(h) if self.mode != NameMode::Plain => h,
+            _ => return ciphers.iter().map(|c| self.decrypt_name(c, iv)).collect(),
+        };
+        let mut decoded: Vec<Result<Vec<u8>>> =
+            ciphers.iter().map(|c| self.decode_raw(c)).collect();
+        let mut bins: Vec<&mut [u8]> = decoded
+            .iter_mut()
+            .filter_map(|d| d.as_mut().ok().map(|b| b.as_mut_slice()))
+            .collect();
+        if let Err(e) = h.eme_many(false, &iv.0, &mut bins) {
+            let msg = e.to_string();
+            return ciphers
+                .iter()
+                .map(|_| Err(Error::KeyHolder(msg.clone())))
+                .collect();
+        }
+        ciphers
+            .iter()
+            .zip(decoded)
+            .map(|(c, d)| valid_plain(c, unpad(c, d?)?))
+            .collect()
     }
 
     /// Checks that a `.name` file's content belongs to the hashed name
@@ -314,6 +329,38 @@ impl NameCipher {
         }
         Ok(Some(p))
     }
+}
+
+/// A [`Error::BadName`] for on-disk name `name`.
+fn bad_name(name: &str, detail: &'static str) -> Error {
+    Error::BadName {
+        name: name.to_string(),
+        detail,
+    }
+}
+
+/// `plain`, the decryption of on-disk name `cipher`, if it is a valid name.
+fn valid_plain(cipher: &str, plain: Vec<u8>) -> Result<Vec<u8>> {
+    check_plain_name(&plain).map_err(|_| bad_name(cipher, "decrypts to an invalid name"))?;
+    Ok(plain)
+}
+
+/// Strips the PKCS#7-style padding of an EME-decrypted name (`cipher` is
+/// the on-disk name, for the error).
+fn unpad(cipher: &str, mut bin: Vec<u8>) -> Result<Vec<u8>> {
+    let pad = usize::from(*bin.last().unwrap_or(&0));
+    let bad = || bad_name(cipher, "bad padding (wrong directory IV or key?)");
+    if pad == 0 || pad > 16 || pad >= bin.len() {
+        return Err(bad());
+    }
+    if bin[bin.len() - pad..]
+        .iter()
+        .any(|&b| usize::from(b) != pad)
+    {
+        return Err(bad());
+    }
+    bin.truncate(bin.len() - pad);
+    Ok(bin)
 }
 
 #[cfg(test)]

@@ -472,29 +472,32 @@ impl OverlayFs {
                 cipher: OsString::new(),
             },
         ];
+        let (mut cnames, mut found) = (Vec::new(), Vec::new());
         for e in std::fs::read_dir(&dir).map_err(|e| io_errno(&e))? {
             let e = e.map_err(|e| io_errno(&e))?;
             let cname = e.file_name();
             if self.cd.is_internal(&dir, &cname) {
                 continue;
             }
-            let name = match self.cd.decrypt_entry(&dir, &iv, &cname) {
-                Ok(n) => n,
-                Err(err) => {
-                    eprintln!(
-                        "cryptkeep fs: skipping {}: {err}",
-                        dir.join(&cname).display()
-                    );
-                    continue;
-                }
-            };
             let k = e.file_type().map(kind).unwrap_or(FileType::RegularFile);
-            items.push(DirItem {
-                ino: ino_of(e.ino(), self.root_ino),
-                kind: k,
-                name,
-                cipher: cname,
-            });
+            found.push((ino_of(e.ino(), self.root_ino), k));
+            cnames.push(cname);
+        }
+        // All names of the listing at once (one key-holder request with --keep).
+        let names = self.cd.decrypt_entries(&dir, &iv, &cnames);
+        for ((cname, name), (ino, kind)) in cnames.into_iter().zip(names).zip(found) {
+            match name {
+                Ok(name) => items.push(DirItem {
+                    ino,
+                    kind,
+                    name,
+                    cipher: cname,
+                }),
+                Err(err) => eprintln!(
+                    "cryptkeep fs: skipping {}: {err}",
+                    dir.join(&cname).display()
+                ),
+            }
         }
         Ok(items)
     }

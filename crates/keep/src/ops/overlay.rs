@@ -9,6 +9,9 @@ use zeroize::Zeroizing;
 
 use crate::proto::*;
 
+/// Longest name EME takes, in 16-byte blocks.
+const MAX_NAME_BLOCKS: usize = cryptkeep_crypto::eme::MAX_BLOCKS;
+
 /// Parses the overlay request header: the file ID when the blocks are bound.
 fn header(buf: &[u8]) -> Result<Option<FileId>, u32> {
     let h = buf.get(..OVERLAY_HEADER_LEN).ok_or(STATUS_BAD_DESCRIPTOR)?;
@@ -72,6 +75,42 @@ pub fn handle(
                 .map(|_| in_len - 16)
                 .map_err(|_| STATUS_FAILED)
         }
+        OP_NAMES_ENCRYPT | OP_NAMES_DECRYPT => {
+            names(keys, op == OP_NAMES_ENCRYPT, &mut buf[..in_len])
+        }
         _ => Err(STATUS_UNSUPPORTED),
     }
+}
+
+/// [`OP_NAMES_ENCRYPT`] / [`OP_NAMES_DECRYPT`] in place: each name is moved
+/// down over the tweak and length fields before it (never over input not
+/// read yet) and transformed there; returns the output length.
+fn names(keys: &HeldKeys, encrypt: bool, buf: &mut [u8]) -> Result<usize, u32> {
+    let tweak: [u8; 16] = buf
+        .get(..16)
+        .and_then(|t| t.try_into().ok())
+        .ok_or(STATUS_BAD_DESCRIPTOR)?;
+    let (mut pos, mut out) = (16, 0);
+    if pos == buf.len() {
+        return Err(STATUS_BAD_DESCRIPTOR);
+    }
+    while pos < buf.len() {
+        let len = buf
+            .get(pos..pos + 2)
+            .map(|l| usize::from(u16::from_le_bytes([l[0], l[1]])))
+            .ok_or(STATUS_BAD_DESCRIPTOR)?;
+        pos += 2;
+        if !(16..=MAX_NAME_BLOCKS * 16).contains(&len)
+            || !len.is_multiple_of(16)
+            || pos + len > buf.len()
+        {
+            return Err(STATUS_BAD_DESCRIPTOR);
+        }
+        buf.copy_within(pos..pos + len, out);
+        keys.eme(encrypt, &tweak, &mut buf[out..out + len])
+            .map_err(|_| STATUS_FAILED)?;
+        pos += len;
+        out += len;
+    }
+    Ok(out)
 }
