@@ -12,11 +12,15 @@
 //! thread then REGISTERs ring entries (a header buffer and a payload
 //! buffer each); a completion means a request is in an entry, and
 //! COMMIT_AND_FETCH sends the answer and waits for the next one in one
-//! step. `/dev/fuse` keeps INIT, FORGET and INTERRUPT.
+//! step. `/dev/fuse` keeps INIT, FORGET and INTERRUPT. Large READs are
+//! the exception to "answered on the caller's CPU": each queue hands them
+//! to a helper thread on another CPU (`reader.rs`), so a streaming reader
+//! and the decryption run side by side.
 
 mod abi;
 mod dispatch;
 mod queue;
+mod reader;
 mod ring;
 
 pub(crate) use queue::start_queues;

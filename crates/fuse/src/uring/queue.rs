@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::abi::{InHeader, IN_HEADER_LEN, OUT_HEADER_LEN, READ};
 use super::dispatch::handle;
+use super::reader::{Done, Job, Reader, OFFLOAD_MIN};
 use super::ring::{Completion, Ring, OP_URING_CMD, SQE_LEN};
 use crate::overlay::fs::OverlayFs;
 
@@ -161,7 +162,12 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
+/// `user_data` of the eventfd read (entries use their index).
+const READER_DONE: u64 = u64::MAX;
+
 fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> io::Result<()> {
+    // Started before pinning, so the helper may run on the other CPUs.
+    let reader = Reader::start(fs, qid as usize)?;
     pin_to_cpu(qid as usize);
     let mut ring = Ring::new((ENTRIES_PER_QUEUE * 2).next_power_of_two() as u32)?;
     let fd = dev.as_raw_fd();
@@ -172,19 +178,23 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
     for (i, e) in entries.iter().enumerate() {
         ring.push(&cmd_sqe(fd, CMD_REGISTER, i, e, 0, qid))?;
     }
+    ring.push(&reader.eventfd_sqe(READER_DONE))?;
     let started = Instant::now();
     let mut done = Vec::new();
+    let mut reads_done: Vec<Done> = Vec::new();
+    let mut offloaded = 0usize;
     let spin = spin_time();
     while live.iter().any(|&l| l) {
         // Poll for a while before sleeping: a CPU that goes idle is slow
         // to wake on a virtual machine, and the scheduler moves the caller
-        // to an idle CPU when it answers.
+        // to an idle CPU when it answers. Not while a read is with the
+        // helper: the reader should have this CPU then.
         done.clear();
         let t0 = Instant::now();
         loop {
             ring.submit_and_poll()?;
             ring.drain(&mut done);
-            if !done.is_empty() || t0.elapsed() >= spin {
+            if !done.is_empty() || offloaded > 0 || t0.elapsed() >= spin {
                 break;
             }
             std::hint::spin_loop();
@@ -194,6 +204,26 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
             ring.drain(&mut done);
         }
         for &Completion { user_data, res } in &done {
+            if user_data == READER_DONE {
+                reader.take_done(&mut reads_done);
+                for d in reads_done.drain(..) {
+                    offloaded -= 1;
+                    let (error, n) = match d.result {
+                        Ok(n) => (0, n),
+                        Err(errno) => (errno, 0),
+                    };
+                    let Some(e) = entries.get_mut(d.entry) else {
+                        continue;
+                    };
+                    write_out_header(e.header(), d.unique, error, n);
+                    let sqe = cmd_sqe(fd, CMD_COMMIT_AND_FETCH, d.entry, e, d.commit_id, qid);
+                    ring.push(&sqe)?;
+                }
+                if res >= 0 || res == -libc::EINTR || res == -libc::EAGAIN {
+                    ring.push(&reader.eventfd_sqe(READER_DONE))?;
+                }
+                continue;
+            }
             let i = user_data as usize;
             let Some(e) = entries.get_mut(i) else {
                 continue;
@@ -216,18 +246,35 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
                 }
                 continue;
             }
-            let commit_id = answer(fs, e);
-            ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))?;
+            match answer(fs, e, i) {
+                Step::Commit(commit_id) => {
+                    ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))?;
+                }
+                Step::Offload(job) => {
+                    offloaded += 1;
+                    reader.submit(job);
+                }
+            }
         }
     }
+    drop(reader);
     for e in entries {
         e.free();
     }
     Ok(())
 }
 
-/// Answers the request in `e` in place; returns its commit id.
-fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
+/// What to do with a request once looked at.
+enum Step {
+    /// Answered in place: commit it with this id.
+    Commit(u64),
+    /// A large READ for the helper; committed when it is done.
+    Offload(Job),
+}
+
+/// Answers the request in entry `i` (`e`) in place, or hands a large READ
+/// to the queue's helper.
+fn answer(fs: &OverlayFs, e: &mut Entry, i: usize) -> Step {
     let hdr = e.header();
     let h = InHeader::parse(&hdr[..IN_HEADER_LEN]);
     let f = super::abi::Fields(&hdr[ENT_IN_OUT..]);
@@ -239,6 +286,17 @@ fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
         // Decrypted straight into the ring's payload buffer.
         let f = super::abi::Fields(&op_in);
         let size = (f.u32(16) as usize).min(payload_cap);
+        if size >= OFFLOAD_MIN {
+            return Step::Offload(Job {
+                entry: i,
+                unique: h.unique,
+                commit_id,
+                fh: f.u64(0),
+                off: f.u64(8),
+                buf: e.payload,
+                len: size,
+            });
+        }
         match fs.do_read_into(f.u64(0), f.u64(8), &mut e.payload()[..size]) {
             Ok(n) => (0, n),
             Err(errno) => (-errno.code(), 0),
@@ -256,11 +314,16 @@ fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
         e.payload()[..out.len()].copy_from_slice(&out);
         (error, out.len())
     };
-    let hdr = e.header();
+    write_out_header(e.header(), h.unique, error, out_len);
+    Step::Commit(commit_id)
+}
+
+/// Writes the answer's header (`fuse_out_header` and the payload size)
+/// over entry header `hdr`.
+fn write_out_header(hdr: &mut [u8], unique: u64, error: i32, out_len: usize) {
     hdr[..OUT_HEADER_LEN].fill(0);
     hdr[0..4].copy_from_slice(&((OUT_HEADER_LEN + out_len) as u32).to_le_bytes());
     hdr[4..8].copy_from_slice(&error.to_le_bytes());
-    hdr[8..16].copy_from_slice(&h.unique.to_le_bytes());
+    hdr[8..16].copy_from_slice(&unique.to_le_bytes());
     hdr[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(out_len as u32).to_le_bytes());
-    commit_id
 }
