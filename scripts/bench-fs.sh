@@ -13,9 +13,11 @@
 #   bindfs     - bindfs --multithreaded passthrough (the FUSE ceiling; as in bench-block.sh)
 #   gocryptfs  - Debian's gocryptfs, -scryptn 10, default options
 #   cryptkeep  - cryptkeep fs, --scryptn 10
+#   cryptkeep-devfuse - the same with `fs mount --no-io-uring` (requests read from /dev/fuse,
+#                  what a kernel without enable_uring gets)
 #   cryptkeep-keep - the same with `fs mount --keep` (keys and crypto in the keep process)
-#   cryptkeep-uring - the same with `fs mount --io-uring` (per-CPU FUSE-over-io_uring queues;
-#                  the fuse module's enable_uring is turned on for it)
+# The fuse module's enable_uring is turned on first (as scripts/install-deps.sh does), so the
+# cryptkeep targets without --no-io-uring use per-CPU FUSE-over-io_uring queues.
 #   securefs   - Debian's securefs, its default format (printed below)
 #   encfs      - Debian's EncFS, --standard, password on stdin
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
@@ -24,7 +26,7 @@
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
 reps=3; quick=0; csv=
-targets=(plain bindfs gocryptfs cryptkeep cryptkeep-uring cryptkeep-keep securefs encfs)
+targets=(plain bindfs gocryptfs cryptkeep cryptkeep-devfuse cryptkeep-keep securefs encfs)
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2;;
@@ -70,6 +72,10 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$w/tmpfs" "$w/run"
 mount -t tmpfs -o size=90% tmpfs "$w/tmpfs"
+uring_param=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring_param" ]; then echo Y > "$uring_param"; fi
+transport=/dev/fuse
+[ "$(cat "$uring_param" 2>/dev/null)" = Y ] && transport="FUSE over io_uring"
 t=$w/tmpfs
 pw=bench-password
 printf '%s\n' "$pw" > "$w/pass"
@@ -102,14 +108,14 @@ for target in "${targets[@]}"; do
       gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null
       gocryptfs -q -nosyslog -passfile "$w/pass" "$b" "$m"
       ver[$target]="gocryptfs $(dpkg-query -W -f='${Version}' gocryptfs), -scryptn 10, defaults";;
-    cryptkeep|cryptkeep-keep|cryptkeep-uring)
-      keep_args=(); [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
-      if [ "$target" = cryptkeep-uring ]; then
-        keep_args=(--io-uring); echo Y > /sys/module/fuse/parameters/enable_uring
-      fi
+    cryptkeep|cryptkeep-keep|cryptkeep-devfuse)
+      keep_args=()
+      [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
+      [ "$target" = cryptkeep-devfuse ] && keep_args=(--no-io-uring)
       "$ck" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
       "$ck" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
-      ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]}";;
+      t=$transport; [ "$target" = cryptkeep-devfuse ] && t=/dev/fuse
+      ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]} ($t)";;
     securefs)
       securefs create "$b" --pass "$pw" >/dev/null 2>&1 </dev/null
       securefs mount -b --log "$w/securefs.log" "$b" "$m" --pass "$pw" >/dev/null 2>&1 </dev/null

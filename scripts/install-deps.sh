@@ -26,7 +26,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 modprobe loop 2>/dev/null || true
 modprobe fuse 2>/dev/null || true
-# FUSE over io_uring (`fs mount --io-uring` and its tests) is off by default.
+# FUSE over io_uring (what `fs mount` uses when offered, and its tests) is off by default.
 p=/sys/module/fuse/parameters/enable_uring
 if [ -w "$p" ] && [ "$(cat "$p")" != Y ]; then
   echo Y > "$p" && echo "install-deps: turned on FUSE over io_uring ($p)" >&2

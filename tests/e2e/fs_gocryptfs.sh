@@ -211,4 +211,31 @@ cmp "$SRC/sub/big.bin" "$W/mnt-go/sub/big.bin" || { fusermount3 -u "$W/mnt-go"; 
 fusermount3 -u "$W/mnt-go"
 "$CK" fs umount "$W/rv2"
 
+step "transport: FUSE over io_uring when the kernel offers it, /dev/fuse with --no-io-uring"
+# uring_queues MOUNTPOINT: how many io_uring queue threads its daemon runs.
+uring_queues() {
+  local pid
+  pid=$(cat "$CRYPTKEEP_RUN_DIR/fs/${1//\//%2F}.pid") || fail "no pid file for $1"
+  grep -lx 'ck-uring-[0-9]*' /proc/"$pid"/task/*/comm 2>/dev/null | wc -l
+}
+C=$W/c-transport
+mkdir -p "$C" "$W/mnt-t"
+"$CK" fs init "$C" --scryptn 10 --passfile "$W/pf" </dev/null >/dev/null
+"$CK" fs mount "$C" "$W/mnt-t" --passfile "$W/pf" --no-io-uring </dev/null >/dev/null
+[ "$(uring_queues "$W/mnt-t")" = 0 ] || fail "--no-io-uring still runs io_uring queues"
+cp "$SRC/sub/big.bin" "$W/mnt-t/"
+"$CK" fs umount "$W/mnt-t"
+if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then
+  "$CK" fs mount "$C" "$W/mnt-t" --passfile "$W/pf" </dev/null >/dev/null
+  [ "$(uring_queues "$W/mnt-t")" -ge 1 ] || fail "the kernel offers io_uring but the mount reads /dev/fuse"
+  cmp "$SRC/sub/big.bin" "$W/mnt-t/big.bin" || fail "a file written over /dev/fuse reads back differently over io_uring"
+  "$CK" fs umount "$W/mnt-t"
+else
+  echo "  (enable_uring is off here: only the refusal of --io-uring is checked)"
+  ! "$CK" fs mount "$C" "$W/mnt-t" --passfile "$W/pf" --io-uring </dev/null 2>"$W/err" || fail "--io-uring mounted without enable_uring"
+  grep -q enable_uring "$W/err" || { cat "$W/err"; fail "--io-uring refusal does not say how to turn it on"; }
+fi
+! "$CK" fs mount "$C" "$W/mnt-t" --passfile "$W/pf" --io-uring --no-io-uring </dev/null 2>/dev/null \
+  || fail "--io-uring with --no-io-uring was accepted"
+
 echo "PASS fs_gocryptfs"

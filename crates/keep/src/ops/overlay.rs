@@ -27,8 +27,24 @@ fn header(buf: &[u8]) -> Result<Option<FileId>, u32> {
     }
 }
 
-/// Answers one overlay operation in place.
+/// Answers one overlay operation in place, then wipes the stack its
+/// crypto ran on (see [`crate::secret_mem::scrub_request_stack`]).
 pub fn handle(
+    keys: &HeldKeys,
+    op: u32,
+    arg: u64,
+    buf: &mut [u8],
+    in_len: usize,
+) -> Result<usize, u32> {
+    let r = handle_op(keys, op, arg, buf, in_len);
+    crate::secret_mem::scrub_request_stack();
+    r
+}
+
+// Not inlined: its frames (and the cipher code's) must lie below
+// handle()'s, where the scrub wipes.
+#[inline(never)]
+fn handle_op(
     keys: &HeldKeys,
     op: u32,
     arg: u64,

@@ -49,10 +49,14 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["masterkey", "reverse"])]
     pub keep: bool,
     /// Serve requests over FUSE-over-io_uring queues, one per CPU, each
-    /// answered on the CPU that asked (needs the fuse module parameter
-    /// enable_uring=Y).
-    #[arg(long = "io-uring", conflicts_with = "reverse")]
+    /// answered on the CPU that asked. The default when the kernel offers
+    /// it (fuse module parameter enable_uring=Y, not with --reverse); with
+    /// this flag the mount is refused when it does not.
+    #[arg(long = "io-uring", conflicts_with_all = ["reverse", "no_io_uring"])]
     pub io_uring: bool,
+    /// Read requests from /dev/fuse even when the kernel offers io_uring.
+    #[arg(long = "no-io-uring")]
+    pub no_io_uring: bool,
     /// Stay in the foreground until unmounted or interrupted.
     #[arg(short = 'f', long)]
     pub foreground: bool,
@@ -146,7 +150,8 @@ pub fn run(a: Args) -> CliResult {
             read_only: a.ro || a.reverse,
             allow_other: a.allow_other,
             threads: a.threads as usize,
-            io_uring: a.io_uring,
+            io_uring: a.io_uring
+                || (!a.no_io_uring && !a.reverse && cryptkeep_fuse::uring::kernel_allows()),
             fs_name: cipherdir.display().to_string(),
             ..OverlayOptions::default()
         },
