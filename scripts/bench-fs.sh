@@ -114,8 +114,8 @@ for target in "${targets[@]}"; do
       [ "$target" = cryptkeep-devfuse ] && keep_args=(--no-io-uring)
       "$ck" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
       "$ck" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
-      t=$transport; [ "$target" = cryptkeep-devfuse ] && t=/dev/fuse
-      ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]} ($t)";;
+      via=$transport; [ "$target" = cryptkeep-devfuse ] && via=/dev/fuse
+      ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]} ($via)";;
     securefs)
       securefs create "$b" --pass "$pw" >/dev/null 2>&1 </dev/null
       securefs mount -b --log "$w/securefs.log" "$b" "$m" --pass "$pw" >/dev/null 2>&1 </dev/null
