@@ -23,8 +23,8 @@ const ENT_IN_OUT: usize = 256;
 /// Ring entries per queue: requests the kernel can hand this CPU's thread
 /// while it works on one.
 const ENTRIES_PER_QUEUE: usize = 4;
-/// How long a queue thread polls for the next request before it sleeps
-/// (`CRYPTKEEP_FS_URING_SPIN_US`, default 50 µs).
+/// How long a queue thread (and its read helper) polls for the next
+/// request before it sleeps (`CRYPTKEEP_FS_URING_SPIN_US`, default 50 µs).
 fn spin_time() -> Duration {
     let us = std::env::var("CRYPTKEEP_FS_URING_SPIN_US")
         .ok()
@@ -167,7 +167,8 @@ const READER_DONE: u64 = u64::MAX;
 
 fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> io::Result<()> {
     // Started before pinning, so the helper may run on the other CPUs.
-    let reader = Reader::start(fs, qid as usize)?;
+    let spin = spin_time();
+    let reader = Reader::start(fs, qid as usize, spin)?;
     pin_to_cpu(qid as usize);
     let mut ring = Ring::new((ENTRIES_PER_QUEUE * 2).next_power_of_two() as u32)?;
     let fd = dev.as_raw_fd();
@@ -183,7 +184,6 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
     let mut done = Vec::new();
     let mut reads_done: Vec<Done> = Vec::new();
     let mut offloaded = 0usize;
-    let spin = spin_time();
     while live.iter().any(|&l| l) {
         // Poll for a while before sleeping: a CPU that goes idle is slow
         // to wake on a virtual machine, and the scheduler moves the caller
@@ -221,6 +221,12 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
                 }
                 if res >= 0 || res == -libc::EINTR || res == -libc::EAGAIN {
                     ring.push(&reader.eventfd_sqe(READER_DONE))?;
+                } else if res != -libc::ECANCELED {
+                    // Reads still with the helper would never be answered.
+                    return Err(io::Error::other(format!(
+                        "io_uring queue {qid}: waiting for the read helper failed: {}",
+                        io::Error::from_raw_os_error(-res)
+                    )));
                 }
                 continue;
             }
@@ -280,7 +286,8 @@ fn answer(fs: &OverlayFs, e: &mut Entry, i: usize) -> Step {
     let f = super::abi::Fields(&hdr[ENT_IN_OUT..]);
     let commit_id = f.u64(8);
     let payload_sz = f.u32(16) as usize;
-    let op_in = hdr[OP_IN..ENT_IN_OUT].to_vec();
+    let mut op_in = [0u8; ENT_IN_OUT - OP_IN];
+    op_in.copy_from_slice(&hdr[OP_IN..ENT_IN_OUT]);
     let payload_cap = e.payload_len;
     let (error, out_len) = if h.opcode == READ {
         // Decrypted straight into the ring's payload buffer.

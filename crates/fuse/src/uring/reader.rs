@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use super::ring::SQE_LEN;
 use crate::overlay::fs::OverlayFs;
@@ -23,9 +24,6 @@ use crate::overlay::fs::OverlayFs;
 /// READs this large or larger are offloaded (a kernel readahead request is
 /// 128 KiB here; small reads are cheaper answered in place).
 pub(crate) const OFFLOAD_MIN: usize = 32 << 10;
-
-/// How long the helper polls for the next job before it sleeps.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// `IORING_OP_READ`.
 const OP_READ: u8 = 22;
@@ -75,8 +73,9 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    /// Starts the helper of queue `qid`, allowed on every CPU but `qid`.
-    pub(crate) fn start(fs: &OverlayFs, qid: usize) -> io::Result<Reader> {
+    /// Starts the helper of queue `qid`, allowed on every CPU but `qid`;
+    /// like the queue thread it polls for `spin` before it sleeps.
+    pub(crate) fn start(fs: &OverlayFs, qid: usize, spin: Duration) -> io::Result<Reader> {
         // SAFETY: eventfd(2) with valid flags; the new fd is owned here.
         let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if raw < 0 {
@@ -94,7 +93,7 @@ impl Reader {
             .name(format!("ck-uring-{qid}-rd"))
             .spawn(move || {
                 avoid_cpu(qid);
-                serve(&fs, &sh, efd_raw);
+                serve(&fs, &sh, efd_raw, spin);
             })?;
         Ok(Reader {
             shared,
@@ -146,13 +145,13 @@ impl Drop for Reader {
 }
 
 /// The helper's loop: take a job, read into its buffer, report it.
-fn serve(fs: &OverlayFs, sh: &Shared, efd: i32) {
+fn serve(fs: &OverlayFs, sh: &Shared, efd: i32, spin: Duration) {
     loop {
         // The next readahead request usually follows within microseconds:
         // poll briefly before sleeping (a sleeping vCPU is slow to wake).
-        let t0 = std::time::Instant::now();
+        let t0 = Instant::now();
         let mut job = None;
-        while job.is_none() && t0.elapsed() < SPIN {
+        while job.is_none() && t0.elapsed() < spin {
             job = sh.jobs.lock().ok().and_then(|mut g| g.0.pop_front());
             std::hint::spin_loop();
         }
