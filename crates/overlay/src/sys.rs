@@ -199,6 +199,41 @@ pub fn rename2(old: &Path, new: &Path, flags: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// `fstatat(2)` of `name` in the open directory `dir`, not following a
+/// final symlink: one path component to resolve, where a stat by full
+/// path walks every component from `/` again.
+pub fn lstat_at(dir: &std::fs::File, name: &OsStr) -> io::Result<libc::stat> {
+    let b = name.as_bytes();
+    // Names up to NAME_MAX are NUL-terminated on the stack (no allocation).
+    let mut buf = [0u8; 256];
+    let heap;
+    let c: &[u8] = if b.len() < buf.len() {
+        buf[..b.len()].copy_from_slice(b);
+        &buf[..=b.len()]
+    } else {
+        heap = CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        heap.as_bytes_with_nul()
+    };
+    if c[..c.len() - 1].contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated, `dir` is an open descriptor and `st` is writable.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr().cast(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
 /// `statvfs(3)` of the file system holding `p`.
 pub fn statvfs(p: &Path) -> io::Result<libc::statvfs> {
     let c = cpath(p)?;

@@ -52,31 +52,68 @@ pub(crate) fn ino_of(st_ino: u64, root_ino: u64) -> u64 {
 /// regular files report their plaintext size, symlinks their decrypted
 /// target's length.
 pub(crate) fn attr(cd: &CipherDir, path: &Path, m: &Metadata, root_ino: u64) -> FileAttr {
-    let k = kind(m.file_type());
+    attr_stat(cd, path, &raw_stat(m), root_ino)
+}
+
+/// [`attr`] from a raw `stat(2)` result (what `fstatat` gives).
+pub(crate) fn attr_stat(cd: &CipherDir, path: &Path, st: &libc::stat, root_ino: u64) -> FileAttr {
+    let k = kind_of_mode(st.st_mode);
+    let len = st.st_size as u64;
     let size = match k {
-        FileType::RegularFile => cd.content().plain_size(m.len()),
+        FileType::RegularFile => cd.content().plain_size(len),
         FileType::Symlink => std::fs::read_link(path)
             .ok()
             .and_then(|t| cd.decrypt_symlink_target(t.as_os_str(), path).ok())
-            .map_or(m.len(), |t| t.len() as u64),
-        _ => m.len(),
+            .map_or(len, |t| t.len() as u64),
+        _ => len,
     };
     FileAttr {
-        ino: INodeNo(ino_of(m.ino(), root_ino)),
+        ino: INodeNo(ino_of(st.st_ino, root_ino)),
         size,
-        blocks: m.blocks(),
-        atime: time(m.atime(), m.atime_nsec()),
-        mtime: time(m.mtime(), m.mtime_nsec()),
-        ctime: time(m.ctime(), m.ctime_nsec()),
-        crtime: time(m.ctime(), m.ctime_nsec()),
+        blocks: st.st_blocks as u64,
+        atime: time(st.st_atime, st.st_atime_nsec),
+        mtime: time(st.st_mtime, st.st_mtime_nsec),
+        ctime: time(st.st_ctime, st.st_ctime_nsec),
+        crtime: time(st.st_ctime, st.st_ctime_nsec),
         kind: k,
-        perm: (m.mode() & 0o7777) as u16,
-        nlink: m.nlink() as u32,
-        uid: m.uid(),
-        gid: m.gid(),
-        rdev: m.rdev() as u32,
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
         blksize: 4096,
         flags: 0,
+    }
+}
+
+/// The `stat(2)` fields of `m` that [`attr_stat`] reads.
+fn raw_stat(m: &Metadata) -> libc::stat {
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_mode = m.mode();
+    st.st_ino = m.ino();
+    st.st_size = m.size() as i64;
+    st.st_blocks = m.blocks() as i64;
+    (st.st_atime, st.st_atime_nsec) = (m.atime(), m.atime_nsec());
+    (st.st_mtime, st.st_mtime_nsec) = (m.mtime(), m.mtime_nsec());
+    (st.st_ctime, st.st_ctime_nsec) = (m.ctime(), m.ctime_nsec());
+    st.st_nlink = m.nlink();
+    st.st_uid = m.uid();
+    st.st_gid = m.gid();
+    st.st_rdev = m.rdev();
+    st
+}
+
+/// The FUSE file type of a `st_mode`.
+fn kind_of_mode(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
     }
 }
 

@@ -171,6 +171,7 @@ impl OverlayFs {
     }
 
     pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8]) -> R<u32> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -184,6 +185,7 @@ impl OverlayFs {
     /// Clears the set-user-ID and set-group-ID bits of handle `fh`'s file
     /// (a write by an unprivileged user, FUSE_HANDLE_KILLPRIV_V2).
     pub(crate) fn kill_suid(&self, fh: u64) {
+        let _changing = self.prefetch.changing();
         use std::os::unix::fs::PermissionsExt;
         let Ok(f) = self.file_of(fh) else { return };
         let Ok(cf) = f.read() else { return };
@@ -241,6 +243,7 @@ impl OverlayFs {
     /// (reserve only) and PUNCH_HOLE|KEEP_SIZE (zero a range). Others are
     /// EOPNOTSUPP, as on tmpfs.
     pub(crate) fn do_fallocate(&self, ino: u64, fh: u64, off: u64, len: u64, mode: i32) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -269,6 +272,7 @@ impl OverlayFs {
 
     /// Sets the plaintext size of inode `ino` (open or not).
     pub(crate) fn truncate(&self, ino: u64, size: u64) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }

@@ -12,8 +12,10 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{DirEntryExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::attr::{attr, errno, ino_of, io_errno, kind};
+use super::attr::{attr, attr_stat, errno, ino_of, io_errno, kind};
 use super::fs::OverlayFs;
+use super::listings::Listing;
+use super::prefetch::{Prefetch, Ready};
 
 /// One entry of a directory snapshot.
 pub(crate) struct DirItem {
@@ -156,6 +158,7 @@ impl OverlayFs {
         gid: u32,
         make: impl FnOnce(&Path) -> std::io::Result<Option<(std::fs::File, bool)>>,
     ) -> R<(PathBuf, FileAttr, Option<std::fs::File>)> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -275,6 +278,7 @@ impl OverlayFs {
     }
 
     pub(crate) fn do_unlink(&self, parent: u64, name: &OsStr) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -320,6 +324,7 @@ impl OverlayFs {
     }
 
     pub(crate) fn do_rmdir(&self, parent: u64, name: &OsStr) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -347,6 +352,7 @@ impl OverlayFs {
         newname: &OsStr,
         flags: RenameFlags,
     ) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -414,31 +420,43 @@ impl OverlayFs {
         Ok(())
     }
 
-    /// Fills a READDIRPLUS reply from the snapshot `items` of directory
-    /// `ino`, starting after `offset`: each entry with its attributes, so
+    /// Fills a READDIRPLUS reply from `listing`, starting at entry `pos`: each entry with its attributes, so
     /// `ls -l`, `du`, `rsync` and `rm -r` need no LOOKUP per name. Every
     /// entry sent except "." and ".." counts as a kernel lookup. Entries
     /// gone since the snapshot are skipped.
     pub(crate) fn fill_readdirplus(
         &self,
-        ino: u64,
-        items: &[DirItem],
-        offset: u64,
+        listing: &Listing,
+        pos: usize,
         reply: &mut dyn super::ops::DirPlusSink,
     ) -> R<()> {
+        let ino = listing.ino;
         let dir = self.path_of(ino)?;
         let mut looked_up = Vec::new();
-        for (i, it) in items.iter().enumerate().skip(offset as usize) {
+        // Attributes read ahead with the listing, while still fresh.
+        let pre = listing.stats.as_deref().filter(|s| s.fresh(&self.prefetch));
+        // Otherwise entries are stat'ed relative to the directory, opened once.
+        let mut dir_fd = None;
+        for (i, it) in listing.items.iter().enumerate().skip(pos) {
             let (a, path) = if it.cipher.is_empty() {
                 (self.attr_of(ino)?, None)
             } else {
-                let p = dir.join(&it.cipher);
-                match std::fs::symlink_metadata(&p) {
-                    Ok(m) => (attr(&self.cd, &p, &m, self.root_ino), Some(p)),
-                    Err(_) => continue,
-                }
+                let a = match pre {
+                    Some(s) => s.attrs.get(i).copied().flatten(),
+                    None => {
+                        if dir_fd.is_none() {
+                            dir_fd = Some(open_dir(&dir).map_err(|e| io_errno(&e))?);
+                        }
+                        dir_fd
+                            .as_ref()
+                            .and_then(|fd| self.stat_entry(fd, &dir, &it.cipher))
+                    }
+                };
+                // Gone since the listing was taken.
+                let Some(a) = a else { continue };
+                (a, Some(dir.join(&it.cipher)))
             };
-            if reply.add(a.ino.0, i as u64 + 1, &it.name, &a) {
+            if reply.add(a.ino.0, listing.offset_after(i), &it.name, &a) {
                 break;
             }
             if let Some(p) = path {
@@ -453,11 +471,76 @@ impl OverlayFs {
         Ok(())
     }
 
-    /// Lists directory `ino` with plaintext names ("." and ".." first).
+    /// The attributes of entry `cipher` of directory `dir` (open as `fd`),
+    /// `None` when it is gone.
+    fn stat_entry(&self, fd: &std::fs::File, dir: &Path, cipher: &OsStr) -> Option<FileAttr> {
+        let st = sys::lstat_at(fd, cipher).ok()?;
+        // Only a symlink's attributes need its path (its target's length).
+        let link;
+        let p = if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            link = dir.join(cipher);
+            &link
+        } else {
+            dir
+        };
+        Some(attr_stat(&self.cd, p, &st, self.root_ino))
+    }
+
+    /// Lists directory `ino` at `dir` ahead of its reader (see `prefetch.rs`).
+    fn read_ahead_one(&self, ino: u64, dir: PathBuf) -> Option<Ready> {
+        let start = self.prefetch.start_stats();
+        let items = self.snapshot_at(ino, &dir).ok()?;
+        let fd = open_dir(&dir).ok()?;
+        let attrs = items
+            .iter()
+            .map(|it| {
+                if it.cipher.is_empty() {
+                    None
+                } else {
+                    self.stat_entry(&fd, &dir, &it.cipher)
+                }
+            })
+            .collect();
+        Some(Ready {
+            dir,
+            items,
+            stats: Prefetch::stats(attrs, start),
+        })
+    }
+
+    /// Queues the subdirectories of the new listing `l` of `dir` for
+    /// read-ahead, starting the worker thread the first time.
+    pub(crate) fn read_ahead(&self, dir: &Path, l: &Listing) {
+        let subdirs = l
+            .items
+            .iter()
+            .filter(|it| it.kind == FileType::Directory && !it.cipher.is_empty())
+            .map(|it| (it.ino, dir.join(&it.cipher)))
+            .collect::<Vec<_>>();
+        if subdirs.is_empty() || !self.prefetch.want(subdirs.into_iter()) {
+            return;
+        }
+        let fs = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ck-readahead".into())
+            .spawn(move || {
+                while let Some((ino, dir)) = fs.prefetch.next() {
+                    if let Some(r) = fs.read_ahead_one(ino, dir) {
+                        fs.prefetch.put(ino, r);
+                    }
+                }
+            });
+        if spawned.is_err() {
+            // No read-ahead then; listings are taken when read, as before.
+            self.prefetch.stop();
+        }
+    }
+
+    /// Lists directory `ino`, cipher directory `dir`, with plaintext names
+    /// ("." and ".." first).
     /// Undecryptable names are skipped and logged, as gocryptfs does.
-    pub(crate) fn snapshot_dir(&self, ino: u64) -> R<Vec<DirItem>> {
-        let dir = self.path_of(ino)?;
-        let iv = self.dir_iv(&dir)?;
+    pub(crate) fn snapshot_at(&self, ino: u64, dir: &Path) -> R<Vec<DirItem>> {
+        let iv = self.dir_iv(dir)?;
         let mut items = vec![
             DirItem {
                 ino,
@@ -473,10 +556,10 @@ impl OverlayFs {
             },
         ];
         let (mut cnames, mut found) = (Vec::new(), Vec::new());
-        for e in std::fs::read_dir(&dir).map_err(|e| io_errno(&e))? {
+        for e in std::fs::read_dir(dir).map_err(|e| io_errno(&e))? {
             let e = e.map_err(|e| io_errno(&e))?;
             let cname = e.file_name();
-            if self.cd.is_internal(&dir, &cname) {
+            if self.cd.is_internal(dir, &cname) {
                 continue;
             }
             let k = e.file_type().map(kind).unwrap_or(FileType::RegularFile);
@@ -484,7 +567,7 @@ impl OverlayFs {
             cnames.push(cname);
         }
         // All names of the listing at once (one key-holder request with --keep).
-        let names = self.cd.decrypt_entries(&dir, &iv, &cnames);
+        let names = self.cd.decrypt_entries(dir, &iv, &cnames);
         for ((cname, name), (ino, kind)) in cnames.into_iter().zip(names).zip(found) {
             match name {
                 Ok(name) => items.push(DirItem {
@@ -501,4 +584,13 @@ impl OverlayFs {
         }
         Ok(items)
     }
+}
+
+/// Opens directory `p` for `*at` calls.
+fn open_dir(p: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(p)
 }

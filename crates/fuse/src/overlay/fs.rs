@@ -13,14 +13,15 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::attr::TTL;
 use super::data::OpenFiles;
 use super::inodes::Inodes;
-use super::ops::{DirHandle, SetAttr, XattrAnswer, DIR_OPEN_FLAGS};
+use super::listings::Listings;
+use super::ops::{SetAttr, XattrAnswer};
+use super::prefetch::Prefetch;
 
 /// The overlay file system over one opened cipher directory. Clones share
 /// all state, so the `/dev/fuse` session and the io_uring queues can serve
@@ -29,10 +30,12 @@ use super::ops::{DirHandle, SetAttr, XattrAnswer, DIR_OPEN_FLAGS};
 pub(crate) struct OverlayFs {
     pub(crate) cd: Arc<CipherDir>,
     pub(crate) inodes: Arc<Mutex<Inodes>>,
-    pub(crate) dir_ivs: Arc<Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv>>>,
+    pub(crate) dir_ivs: Arc<
+        Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv, foldhash::fast::RandomState>>,
+    >,
     pub(crate) files: Arc<OpenFiles>,
-    pub(crate) dirs: Arc<Mutex<HashMap<u64, DirHandle>>>,
-    pub(crate) next_dir: Arc<AtomicU64>,
+    pub(crate) listings: Arc<Mutex<Listings>>,
+    pub(crate) prefetch: Arc<Prefetch>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
     pub(crate) is_root: bool,
@@ -52,8 +55,8 @@ impl OverlayFs {
             inodes: Arc::new(Mutex::new(Inodes::new(cd.root()))),
             dir_ivs: Arc::default(),
             files: Arc::default(),
-            dirs: Arc::default(),
-            next_dir: Arc::new(AtomicU64::new(1)),
+            listings: Arc::default(),
+            prefetch: Arc::default(),
             io_uring: false,
             read_only,
             writeback_cache: writeback_cache && !read_only,
@@ -343,9 +346,9 @@ impl Filesystem for OverlayFs {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_opendir(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::from_bits_retain(DIR_OPEN_FLAGS)),
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_opendir() {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -353,20 +356,21 @@ impl Filesystem for OverlayFs {
     fn readdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        ino: INodeNo,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let items = match self.dir_items(fh.0) {
-            Ok(i) => i,
+        let (l, pos) = match self.dir_items(ino.0, offset) {
+            Ok(l) => l,
             Err(e) => return reply.error(e),
         };
-        for (i, it) in items.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(it.ino), i as u64 + 1, it.kind, &it.name) {
+        for (i, it) in l.items.iter().enumerate().skip(pos) {
+            if reply.add(INodeNo(it.ino), l.offset_after(i), it.kind, &it.name) {
                 break;
             }
         }
+        self.dir_read_done(&l, pos);
         reply.ok()
     }
 
@@ -374,30 +378,20 @@ impl Filesystem for OverlayFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let items = match self.dir_items(fh.0) {
-            Ok(i) => i,
+        let (l, pos) = match self.dir_items(ino.0, offset) {
+            Ok(l) => l,
             Err(e) => return reply.error(e),
         };
-        match self.fill_readdirplus(ino.0, &items, offset, &mut reply) {
+        let r = self.fill_readdirplus(&l, pos, &mut reply);
+        self.dir_read_done(&l, pos);
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
-    }
-
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        self.do_releasedir(fh.0);
-        reply.ok()
     }
 
     fn fsyncdir(

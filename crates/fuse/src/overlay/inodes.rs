@@ -3,6 +3,8 @@
 //! lookup counts. Hard links give one inode several paths.
 
 use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
 use std::path::{Path, PathBuf};
 
 /// FUSE's root inode number.
@@ -17,14 +19,14 @@ struct Node {
 /// Inode number → cipher paths, with the reverse index.
 #[derive(Debug)]
 pub(crate) struct Inodes {
-    nodes: HashMap<u64, Node>,
-    by_path: HashMap<PathBuf, u64>,
+    nodes: HashMap<u64, Node, RandomState>,
+    by_path: HashMap<PathBuf, u64, RandomState>,
 }
 
 impl Inodes {
     /// A table holding the root.
     pub(crate) fn new(root: &Path) -> Inodes {
-        let mut nodes = HashMap::new();
+        let mut nodes = HashMap::default();
         nodes.insert(
             ROOT_INO,
             Node {
@@ -32,7 +34,7 @@ impl Inodes {
                 lookups: 1,
             },
         );
-        let mut by_path = HashMap::new();
+        let mut by_path = HashMap::default();
         by_path.insert(root.to_path_buf(), ROOT_INO);
         Inodes { nodes, by_path }
     }

@@ -5,6 +5,9 @@
 //! `cryptkeep_overlay`; inode numbers are the backing files' (hard links
 //! stay hard links); each open inode has one cipher file behind one lock,
 //! so read-modify-write of partial blocks is never interleaved.
+//! Directories are listed without OPENDIR (`listings.rs`), and a listed
+//! directory's subdirectories are read ahead on another thread
+//! (`prefetch.rs`), as fresh as the kernel's 1 s attribute cache allows.
 //! [`mount_reverse`] shows the read-only reverse view (gocryptfs
 //! `-reverse`) of a plaintext directory.
 
@@ -13,8 +16,12 @@ mod data;
 pub(crate) mod entries;
 pub(crate) mod fs;
 mod inodes;
+mod listings;
 mod mount;
 pub(crate) mod ops;
+mod prefetch;
+#[cfg(test)]
+mod read_ahead_tests;
 mod reverse;
 mod xattr;
 

@@ -20,6 +20,8 @@ use crate::Error;
 pub struct OverlayMount {
     mountpoint: PathBuf,
     thread: Option<JoinHandle<io::Result<()>>>,
+    /// Stopped when the session ends (its worker holds the file system).
+    prefetch: Option<Arc<super::prefetch::Prefetch>>,
 }
 
 /// Mounts the gocryptfs-format overlay of the opened cipher directory `cd`
@@ -39,8 +41,16 @@ pub fn mount_overlay(
     }
     let mut fs =
         OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
+    let prefetch = fs.prefetch.clone();
+    let with_prefetch = |m: Result<OverlayMount, Error>| {
+        m.map(|mut m| {
+            m.prefetch = Some(prefetch.clone());
+            m
+        })
+        .inspect_err(|_| prefetch.stop())
+    };
     if !opts.io_uring {
-        return mount_fs(fs, canonical, opts, |_| Ok(()));
+        return with_prefetch(mount_fs(fs, canonical, opts, |_| Ok(())));
     }
     if !crate::uring::kernel_allows() {
         return Err(Error::IoUringOff);
@@ -52,9 +62,9 @@ pub fn mount_overlay(
         threads: 1,
         ..opts.clone()
     };
-    mount_fs(fs, canonical, &opts, move |dev| {
+    with_prefetch(mount_fs(fs, canonical, &opts, move |dev| {
         crate::uring::start_queues(queues, dev, MAX_PAYLOAD)
-    })
+    }))
 }
 
 /// Largest request or answer payload: max_write and max_pages (see
@@ -135,6 +145,7 @@ fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
     let m = OverlayMount {
         mountpoint: canonical,
         thread: Some(thread),
+        prefetch: None,
     };
     if !wait_for(&m.mountpoint, true, Duration::from_secs(10)) {
         return Err(Error::NotLive {
@@ -189,7 +200,11 @@ impl OverlayMount {
         let Some(t) = self.thread.take() else {
             return Ok(());
         };
-        match t.join() {
+        let ended = t.join();
+        if let Some(p) = self.prefetch.take() {
+            p.stop();
+        }
+        match ended {
             Ok(r) => r.map_err(Error::Session),
             Err(_) => Err(Error::Session(io::Error::other(
                 "a FUSE dispatch thread panicked",

@@ -7,12 +7,10 @@ use cryptkeep_overlay::sys;
 use fuser::{Errno, FileAttr};
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::attr::{io_errno, permits};
-use super::entries::DirItem;
 use super::fs::OverlayFs;
+use super::listings::{split_offset, Listing};
 
 type R<T> = Result<T, Errno>;
 
@@ -62,19 +60,6 @@ impl XattrAnswer {
     }
 }
 
-/// `FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` for directories: the kernel keeps
-/// a listing in its page cache and serves the next ones from there until
-/// the directory changes (through the mount, or its mtime on the next
-/// attribute refresh).
-pub(crate) const DIR_OPEN_FLAGS: u32 = (1 << 3) | (1 << 1);
-
-/// An open directory: its listing, taken at the first read (an open that
-/// the kernel answers from its cache never pays for it).
-pub(crate) struct DirHandle {
-    ino: u64,
-    items: Option<Arc<Vec<DirItem>>>,
-}
-
 /// Where `readdirplus` puts its entries; `add` returns true when full.
 pub(crate) trait DirPlusSink {
     fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr) -> bool;
@@ -96,6 +81,7 @@ impl DirPlusSink for fuser::ReplyDirectoryPlus {
 impl OverlayFs {
     /// Changes size, mode, owner and times; answers the new attributes.
     pub(crate) fn do_setattr(&self, ino: u64, s: SetAttr) -> R<FileAttr> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -145,44 +131,46 @@ impl OverlayFs {
         self.do_write(fh, off, data)
     }
 
-    /// Opens a directory; answers the handle its listing will hang on.
-    pub(crate) fn do_opendir(&self, ino: u64) -> R<u64> {
-        let p = self.path_of(ino)?;
-        let m = std::fs::symlink_metadata(&p).map_err(|e| io_errno(&e))?;
-        if !m.is_dir() {
-            return Err(Errno::ENOTDIR);
+    /// OPENDIR is not implemented: the kernel then sends no OPENDIR or
+    /// RELEASEDIR again and caches listings as with `FOPEN_CACHE_DIR`
+    /// (see `listings.rs`).
+    pub(crate) fn do_opendir(&self) -> R<u64> {
+        Err(Errno::ENOSYS)
+    }
+
+    /// The listing a read of directory `ino` at `offset` continues, and
+    /// the position in it: a new snapshot at offset 0 (or when the
+    /// reader's is gone; read ahead if it was), else the one the offset
+    /// names. A new snapshot queues its subdirectories for read-ahead.
+    pub(crate) fn dir_items(&self, ino: u64, offset: u64) -> R<(Listing, usize)> {
+        let (id, pos) = split_offset(offset);
+        if offset != 0 {
+            if let Some(l) = self.listings.lock().map_err(|_| Errno::EIO)?.get(ino, id) {
+                return Ok((l, pos));
+            }
         }
-        let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
-        self.dirs
+        let dir = self.path_of(ino)?;
+        // Listed without the lock held.
+        let (items, stats) = match self.prefetch.take(ino, &dir) {
+            Some(r) => (r.items, Some(r.stats)),
+            None => (self.snapshot_at(ino, &dir)?, None),
+        };
+        let l = self
+            .listings
             .lock()
             .map_err(|_| Errno::EIO)?
-            .insert(fh, DirHandle { ino, items: None });
-        Ok(fh)
+            .insert(ino, items, stats);
+        self.read_ahead(&dir, &l);
+        Ok((l, pos))
     }
 
-    /// The listing behind directory handle `fh`, taken now if this is the
-    /// first read (later reads, e.g. after a seek, see the same listing).
-    pub(crate) fn dir_items(&self, fh: u64) -> R<Arc<Vec<DirItem>>> {
-        let ino = {
-            let d = self.dirs.lock().map_err(|_| Errno::EIO)?;
-            let h = d.get(&fh).ok_or(Errno::EBADF)?;
-            if let Some(i) = &h.items {
-                return Ok(i.clone());
+    /// A read of `l` from `pos` is answered: past the end, the reader is
+    /// done with it.
+    pub(crate) fn dir_read_done(&self, l: &Listing, pos: usize) {
+        if pos >= l.items.len() {
+            if let Ok(mut t) = self.listings.lock() {
+                t.finish(l);
             }
-            h.ino
-        };
-        // Listed without the lock held; two first reads racing on one
-        // handle both list, and the first stored wins.
-        let items = Arc::new(self.snapshot_dir(ino)?);
-        let mut d = self.dirs.lock().map_err(|_| Errno::EIO)?;
-        let h = d.get_mut(&fh).ok_or(Errno::EBADF)?;
-        Ok(h.items.get_or_insert(items).clone())
-    }
-
-    /// Forgets directory handle `fh`.
-    pub(crate) fn do_releasedir(&self, fh: u64) {
-        if let Ok(mut d) = self.dirs.lock() {
-            d.remove(&fh);
         }
     }
 

@@ -51,6 +51,7 @@ impl OverlayFs {
     }
 
     pub(crate) fn do_setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
@@ -68,6 +69,7 @@ impl OverlayFs {
     }
 
     pub(crate) fn do_removexattr(&self, ino: u64, name: &OsStr) -> R<()> {
+        let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }

@@ -12,7 +12,7 @@ use fuser::{Errno, RenameFlags};
 use super::abi::*;
 use crate::overlay::attr::TTL;
 use crate::overlay::fs::OverlayFs;
-use crate::overlay::ops::{DirPlusSink, SetAttr, XattrAnswer, DIR_OPEN_FLAGS};
+use crate::overlay::ops::{DirPlusSink, SetAttr, XattrAnswer};
 
 type R<T> = Result<T, Errno>;
 
@@ -129,29 +129,33 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         // Nothing to flush (see fs.rs): the kernel stops asking.
         FLUSH => return Err(Errno::ENOSYS),
         OPENDIR => {
-            o.open_out(fs.do_opendir(ino)?, DIR_OPEN_FLAGS);
+            o.open_out(fs.do_opendir()?, 0);
         }
         READDIR => {
-            let items = fs.dir_items(f.u64(0))?;
+            let (l, pos) = fs.dir_items(ino, f.u64(8))?;
             let size = f.u32(16) as usize;
-            for (i, it) in items.iter().enumerate().skip(f.u64(8) as usize) {
+            for (i, it) in l.items.iter().enumerate().skip(pos) {
                 if o.0.len() + dirent_len(it.name.len()) > size {
                     break;
                 }
-                o.dirent(it.ino, i as u64 + 1, it.kind, &it.name);
+                o.dirent(it.ino, l.offset_after(i), it.kind, &it.name);
             }
+            fs.dir_read_done(&l, pos);
         }
         READDIRPLUS => {
-            let items = fs.dir_items(f.u64(0))?;
+            let (l, pos) = fs.dir_items(ino, f.u64(8))?;
             let mut sink = PlusSink {
                 out: Out::default(),
                 size: f.u32(16) as usize,
                 ttl,
             };
-            fs.fill_readdirplus(ino, &items, f.u64(8), &mut sink)?;
+            let r = fs.fill_readdirplus(&l, pos, &mut sink);
+            fs.dir_read_done(&l, pos);
+            r?;
             o = sink.out;
         }
-        RELEASEDIR => fs.do_releasedir(f.u64(0)),
+        // Never sent once OPENDIR answered ENOSYS.
+        RELEASEDIR => {}
         FSYNCDIR | DESTROY => {}
         ACCESS => fs.do_access(ino, h.uid, h.gid, f.u32(0) as i32)?,
         CREATE => {

@@ -1,0 +1,94 @@
+//! Directory read-ahead on an unmounted [`OverlayFs`]: a listing read
+//! ahead is served (with its attributes) only while no change was made
+//! through the mount and it is younger than the attribute time-out.
+
+use cryptkeep_overlay::{CipherDir, InitOptions};
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::fs::OverlayFs;
+use super::inodes::ROOT_INO;
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fs_in(s: &Scratch) -> OverlayFs {
+    let opts = InitOptions {
+        scrypt_log_n: 10,
+        ..InitOptions::default()
+    };
+    let (cd, _) = CipherDir::init(&s.0.join("cipher"), b"pw", &opts).unwrap();
+    OverlayFs::new(Arc::new(cd), false, false).unwrap()
+}
+
+fn names(fs: &OverlayFs, ino: u64) -> (Vec<String>, bool) {
+    let (l, _) = fs.dir_items(ino, 0).unwrap();
+    let mut v: Vec<String> = l.items[2..]
+        .iter()
+        .map(|i| i.name.to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    (v, l.stats.is_some())
+}
+
+fn wait_ready(fs: &OverlayFs, ino: u64) {
+    let t = Instant::now();
+    while !fs.prefetch.is_ready(ino) {
+        assert!(t.elapsed() < Duration::from_secs(10), "never read ahead");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn read_ahead_listings_follow_changes_through_the_mount() {
+    let s = Scratch(std::env::temp_dir().join(format!("ck-readahead-{}", std::process::id())));
+    let fs = fs_in(&s);
+    let mkdir = |parent, name: &str| {
+        fs.do_mkdir(parent, OsStr::new(name), 0o755, u32::MAX, u32::MAX)
+            .unwrap()
+            .ino
+            .0
+    };
+    let mkfile = |parent, name: &str| {
+        fs.do_mknod(
+            parent,
+            OsStr::new(name),
+            libc::S_IFREG | 0o644,
+            0,
+            u32::MAX,
+            u32::MAX,
+        )
+        .unwrap();
+    };
+    let p = mkdir(ROOT_INO, "p");
+    let (c1, c2) = (mkdir(p, "c1"), mkdir(p, "c2"));
+    mkfile(c1, "x");
+    mkfile(c2, "y");
+    // Read-ahead waits until the mount has been left alone for a while.
+    std::thread::sleep(Duration::from_millis(120));
+
+    // Listing p reads c1 and c2 ahead; c1's listing is served from there.
+    assert_eq!(names(&fs, p), (vec!["c1".into(), "c2".into()], false));
+    wait_ready(&fs, c1);
+    wait_ready(&fs, c2);
+    assert_eq!(names(&fs, c1), (vec!["x".into()], true));
+
+    // A file created in c2 after its read-ahead: c2 is listed afresh.
+    mkfile(c2, "z");
+    assert_eq!(names(&fs, c2), (vec!["y".into(), "z".into()], false));
+
+    // Read ahead again, then left longer than the attribute time-out.
+    std::thread::sleep(Duration::from_millis(120));
+    names(&fs, p);
+    wait_ready(&fs, c1);
+    std::thread::sleep(super::attr::TTL + Duration::from_millis(100));
+    assert_eq!(names(&fs, c1), (vec!["x".into()], false));
+    fs.prefetch.stop();
+}
