@@ -153,7 +153,7 @@ fn serve(fs: &OverlayFs, sh: &Shared, efd: i32, spin: Duration) {
         let mut job = None;
         while job.is_none() && t0.elapsed() < spin {
             job = sh.jobs.lock().ok().and_then(|mut g| g.0.pop_front());
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
         let job = if let Some(j) = job {
             j
