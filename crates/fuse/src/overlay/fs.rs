@@ -346,11 +346,10 @@ impl Filesystem for OverlayFs {
         }
     }
 
+    /// Not implemented: the kernel stops sending OPENDIR and RELEASEDIR
+    /// and caches listings itself (see `listings.rs`).
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.do_opendir() {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
-        }
+        reply.error(Errno::ENOSYS)
     }
 
     fn readdir(

@@ -131,13 +131,6 @@ impl OverlayFs {
         self.do_write(fh, off, data)
     }
 
-    /// OPENDIR is not implemented: the kernel then sends no OPENDIR or
-    /// RELEASEDIR again and caches listings as with `FOPEN_CACHE_DIR`
-    /// (see `listings.rs`).
-    pub(crate) fn do_opendir(&self) -> R<u64> {
-        Err(Errno::ENOSYS)
-    }
-
     /// The listing a read of directory `ino` at `offset` continues, and
     /// the position in it: a new snapshot at offset 0 (or when the
     /// reader's is gone; read ahead if it was), else the one the offset

@@ -128,9 +128,9 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         REMOVEXATTR => fs.do_removexattr(ino, name(1)?[0])?,
         // Nothing to flush (see fs.rs): the kernel stops asking.
         FLUSH => return Err(Errno::ENOSYS),
-        OPENDIR => {
-            o.open_out(fs.do_opendir()?, 0);
-        }
+        // Not implemented: the kernel stops sending OPENDIR and
+        // RELEASEDIR and caches listings itself (see listings.rs).
+        OPENDIR => return Err(Errno::ENOSYS),
         READDIR => {
             let (l, pos) = fs.dir_items(ino, f.u64(8))?;
             let size = f.u32(16) as usize;
