@@ -45,7 +45,18 @@ pub struct OverlayOptions {
     /// answered on the CPU that asked (needs the fuse module's
     /// `enable_uring`); `/dev/fuse` then carries only INIT and FORGET.
     pub io_uring: bool,
+    /// The mount's read-ahead in KiB (its `/sys/class/bdi/*/read_ahead_kb`;
+    /// the kernel's default is 128), set once the mount is live when this
+    /// process may (root), as mergerfs's `readahead` option does; 0
+    /// leaves the kernel's default.
+    pub read_ahead_kib: u32,
 }
+
+/// The read-ahead the overlay asks for: 2 MiB, two of the largest READ
+/// requests (1 MiB), so a streaming reader finds the next one decrypted
+/// (issue 4's note: 100 MiB read with dd bs=4k at ~1.4 GB/s with the
+/// kernel's 128 KiB, ~1.65 GB/s with 2 MiB).
+pub const DEFAULT_READ_AHEAD_KIB: u32 = 2048;
 
 impl Default for OverlayOptions {
     fn default() -> OverlayOptions {
@@ -56,6 +67,7 @@ impl Default for OverlayOptions {
             fs_name: "cryptkeep-fs".into(),
             writeback_cache: true,
             io_uring: false,
+            read_ahead_kib: DEFAULT_READ_AHEAD_KIB,
         }
     }
 }

@@ -152,7 +152,41 @@ fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
             path: m.mountpoint.clone(),
         });
     }
+    set_read_ahead(&m.mountpoint, opts.read_ahead_kib);
     Ok(m)
+}
+
+/// Sets the read-ahead of the FUSE mount at `mountpoint` to `kib` KiB
+/// through its backing device info (`/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`,
+/// Documentation/ABI/testing/sysfs-class-bdi). Only root may: a refusal
+/// leaves the kernel's default without a word; anything else is reported
+/// on stderr and the mount stays as it is.
+fn set_read_ahead(mountpoint: &Path, kib: u32) {
+    use std::os::unix::fs::MetadataExt;
+    if kib == 0 {
+        return;
+    }
+    let dev = match std::fs::metadata(mountpoint) {
+        Ok(m) => m.dev(),
+        Err(_) => return,
+    };
+    let knob = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    match std::fs::write(&knob, format!("{kib}\n")) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS)
+            ) => {}
+        Err(e) => eprintln!(
+            "cryptkeep fs: read-ahead of {} stays at the kernel's default ({knob}: {e})",
+            mountpoint.display()
+        ),
+    }
 }
 
 impl OverlayMount {

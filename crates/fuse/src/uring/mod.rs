@@ -15,10 +15,16 @@
 //! step. `/dev/fuse` keeps INIT, FORGET and INTERRUPT. Large READs are
 //! the exception to "answered on the caller's CPU": each queue hands them
 //! to a helper thread on another CPU (`reader.rs`), so a streaming reader
-//! and the decryption run side by side.
+//! and the decryption run side by side. The helper commits the answers on
+//! its own ring (the kernel copies a committed answer into the reader's
+//! pages in the committing thread, so that copy leaves the reader's CPU
+//! too); an entry the helper committed comes back on the helper's ring,
+//! and one that then holds anything but a large READ is handed back to
+//! the queue thread, whose commit returns it to the queue's ring.
 
 mod abi;
 mod dispatch;
+mod entry;
 mod queue;
 mod reader;
 mod ring;

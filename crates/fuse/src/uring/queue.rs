@@ -6,20 +6,15 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::abi::{InHeader, IN_HEADER_LEN, OUT_HEADER_LEN, READ};
+use super::abi::{InHeader, IN_HEADER_LEN};
 use super::dispatch::handle;
-use super::reader::{Done, Job, Reader, OFFLOAD_MIN};
-use super::ring::{Completion, Ring, OP_URING_CMD, SQE_LEN};
+use super::entry::{
+    cmd_sqe, write_out_header, Entry, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_IN_OUT, OP_IN,
+};
+use super::reader::{HelperSetup, Reader, OFFLOAD_MIN};
+use super::ring::{Completion, Ring};
 use crate::overlay::fs::OverlayFs;
 
-/// `FUSE_IO_URING_CMD_REGISTER`.
-const CMD_REGISTER: u32 = 1;
-/// `FUSE_IO_URING_CMD_COMMIT_AND_FETCH`.
-const CMD_COMMIT_AND_FETCH: u32 = 2;
-/// `sizeof(struct fuse_uring_req_header)`: in_out, op_in, ent_in_out.
-const HEADER_LEN: usize = 128 + 128 + 32;
-const OP_IN: usize = 128;
-const ENT_IN_OUT: usize = 256;
 /// Ring entries per queue: requests the kernel can hand this CPU's thread
 /// while it works on one.
 const ENTRIES_PER_QUEUE: usize = 4;
@@ -40,82 +35,6 @@ fn spin_time() -> Duration {
 /// How long to retry REGISTER while the connection is not initialised yet.
 const INIT_WAIT: Duration = Duration::from_secs(10);
 
-/// One ring entry's buffers. They are written by the kernel while the
-/// entry is registered, so they are raw allocations freed only when the
-/// kernel has given the entry back (or never, if the thread fails).
-struct Entry {
-    header: *mut u8,
-    payload: *mut u8,
-    payload_len: usize,
-    iov: *mut [libc::iovec; 2],
-}
-
-impl Entry {
-    fn new(payload_len: usize) -> Entry {
-        let header = Box::into_raw(vec![0u8; HEADER_LEN].into_boxed_slice()) as *mut u8;
-        let payload = Box::into_raw(vec![0u8; payload_len].into_boxed_slice()) as *mut u8;
-        let iov = Box::into_raw(Box::new([
-            libc::iovec {
-                iov_base: header as *mut libc::c_void,
-                iov_len: HEADER_LEN,
-            },
-            libc::iovec {
-                iov_base: payload as *mut libc::c_void,
-                iov_len: payload_len,
-            },
-        ]));
-        Entry {
-            header,
-            payload,
-            payload_len,
-            iov,
-        }
-    }
-
-    fn header(&mut self) -> &mut [u8] {
-        // SAFETY: HEADER_LEN bytes allocated in new(); the kernel does not
-        // write them while we hold the entry (between CQE and commit).
-        unsafe { std::slice::from_raw_parts_mut(self.header, HEADER_LEN) }
-    }
-
-    fn payload(&mut self) -> &mut [u8] {
-        // SAFETY: as header(), payload_len bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.payload, self.payload_len) }
-    }
-
-    /// Frees the buffers; only once the kernel no longer holds the entry.
-    fn free(self) {
-        // SAFETY: each pointer came from Box::into_raw with these lengths
-        // and is freed once.
-        unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.header,
-                HEADER_LEN,
-            )));
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.payload,
-                self.payload_len,
-            )));
-            drop(Box::from_raw(self.iov));
-        }
-    }
-}
-
-/// The SQE of a FUSE ring command on `/dev/fuse`.
-fn cmd_sqe(dev: i32, cmd: u32, entry: usize, e: &Entry, commit_id: u64, qid: u16) -> [u8; SQE_LEN] {
-    let mut s = [0u8; SQE_LEN];
-    s[0] = OP_URING_CMD;
-    s[4..8].copy_from_slice(&dev.to_le_bytes());
-    s[8..12].copy_from_slice(&cmd.to_le_bytes());
-    s[16..24].copy_from_slice(&(e.iov as u64).to_le_bytes());
-    s[24..28].copy_from_slice(&2u32.to_le_bytes());
-    s[32..40].copy_from_slice(&(entry as u64).to_le_bytes());
-    // struct fuse_uring_cmd_req in the command area: flags, commit_id, qid.
-    s[56..64].copy_from_slice(&commit_id.to_le_bytes());
-    s[64..66].copy_from_slice(&qid.to_le_bytes());
-    s
-}
-
 /// Starts one queue thread per possible CPU for `fs` on the connection of
 /// `dev` (a `/dev/fuse` descriptor of the mounted session). Each thread
 /// registers once the kernel has finished INIT and then serves until the
@@ -128,7 +47,7 @@ pub(crate) fn start_queues(fs: OverlayFs, dev: OwnedFd, payload_len: usize) -> i
         std::thread::Builder::new()
             .name(format!("ck-uring-{qid}"))
             .spawn(move || {
-                if let Err(e) = serve_queue(&fs, &dev, qid as u16, payload_len) {
+                if let Err(e) = serve_queue(&fs, dev, qid as u16, payload_len) {
                     eprintln!("cryptkeep fs: io_uring queue {qid}: {e}");
                 }
             })?;
@@ -166,29 +85,65 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-/// `user_data` of the eventfd read (entries use their index).
-const READER_DONE: u64 = u64::MAX;
-
-fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> io::Result<()> {
-    // Started before pinning, so the helper may run on the other CPUs.
+fn serve_queue(fs: &OverlayFs, dev: Arc<OwnedFd>, qid: u16, payload_len: usize) -> io::Result<()> {
     let spin = spin_time();
-    let reader = Reader::start(fs, qid as usize, spin)?;
-    pin_to_cpu(qid as usize);
-    let mut ring = Ring::new((ENTRIES_PER_QUEUE * 2).next_power_of_two() as u32)?;
     let fd = dev.as_raw_fd();
     let mut entries: Vec<Entry> = (0..ENTRIES_PER_QUEUE)
         .map(|_| Entry::new(payload_len))
         .collect();
-    let mut live = vec![true; entries.len()];
+    // Started before pinning, so the helper may run on the other CPUs.
+    let reader = Reader::start(HelperSetup {
+        fs: fs.clone(),
+        dev,
+        qid,
+        entries: entries.clone(),
+        spin,
+    });
+    let reader = match reader {
+        Ok(r) => r,
+        Err(e) => {
+            for e in entries {
+                e.free();
+            }
+            return Err(e);
+        }
+    };
+    pin_to_cpu(qid as usize);
+    let result = serve_entries(fs, &reader, fd, qid, spin, &mut entries);
+    // The helper is stopped and joined before the buffers go; after a
+    // failure the kernel may still hold entries, so they are leaked.
+    drop(reader);
+    if result.is_ok() {
+        for e in entries {
+            e.free();
+        }
+    }
+    result
+}
+
+/// `user_data` of the eventfd read that reports the helper's hand-overs
+/// (entries use their index).
+const HELPER_NOTE: u64 = u64::MAX;
+
+/// Registers `entries` and answers what arrives in them until the kernel
+/// has given every entry back (on this ring or the helper's).
+fn serve_entries(
+    fs: &OverlayFs,
+    reader: &Reader,
+    fd: i32,
+    qid: u16,
+    spin: Duration,
+    entries: &mut [Entry],
+) -> io::Result<()> {
+    let mut ring = Ring::new((ENTRIES_PER_QUEUE * 2).next_power_of_two() as u32)?;
     for (i, e) in entries.iter().enumerate() {
         ring.push(&cmd_sqe(fd, CMD_REGISTER, i, e, 0, qid))?;
     }
-    ring.push(&reader.eventfd_sqe(READER_DONE))?;
+    ring.push(&reader.eventfd_sqe(HELPER_NOTE))?;
     let started = Instant::now();
     let mut done = Vec::new();
-    let mut reads_done: Vec<Done> = Vec::new();
-    let mut offloaded = 0usize;
-    while live.iter().any(|&l| l) {
+    let mut handed_back = Vec::new();
+    while reader.live() > 0 {
         // Poll for a while before sleeping, yielding to whatever else
         // wants this CPU (the caller just answered): a CPU that goes idle
         // is slow to wake on a virtual machine. Not while a read is with
@@ -198,7 +153,7 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
         loop {
             ring.submit_and_poll()?;
             ring.drain(&mut done);
-            if !done.is_empty() || offloaded > 0 || t0.elapsed() >= spin {
+            if !done.is_empty() || reader.busy() || t0.elapsed() >= spin {
                 break;
             }
             std::thread::yield_now();
@@ -208,25 +163,22 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
             ring.drain(&mut done);
         }
         for &Completion { user_data, res } in &done {
-            if user_data == READER_DONE {
-                reader.take_done(&mut reads_done);
-                for d in reads_done.drain(..) {
-                    offloaded -= 1;
-                    let (error, n) = match d.result {
-                        Ok(n) => (0, n),
-                        Err(errno) => (errno, 0),
-                    };
-                    let Some(e) = entries.get_mut(d.entry) else {
-                        continue;
-                    };
-                    write_out_header(e.header(), d.unique, error, n);
-                    let sqe = cmd_sqe(fd, CMD_COMMIT_AND_FETCH, d.entry, e, d.commit_id, qid);
-                    ring.push(&sqe)?;
+            if user_data == HELPER_NOTE {
+                if let Some(why) = reader.failure() {
+                    // Reads the helper had taken would never be answered.
+                    return Err(io::Error::other(format!(
+                        "io_uring queue {qid}: read helper failed: {why}"
+                    )));
+                }
+                reader.take_handed_back(&mut handed_back);
+                for i in handed_back.drain(..) {
+                    if let Some(e) = entries.get_mut(i) {
+                        serve_one(fs, reader, &mut ring, fd, qid, e, i)?;
+                    }
                 }
                 if res >= 0 || res == -libc::EINTR || res == -libc::EAGAIN {
-                    ring.push(&reader.eventfd_sqe(READER_DONE))?;
+                    ring.push(&reader.eventfd_sqe(HELPER_NOTE))?;
                 } else if res != -libc::ECANCELED {
-                    // Reads still with the helper would never be answered.
                     return Err(io::Error::other(format!(
                         "io_uring queue {qid}: waiting for the read helper failed: {}",
                         io::Error::from_raw_os_error(-res)
@@ -247,7 +199,7 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
             if res < 0 {
                 // The connection ended (ENOTCONN, ECONNABORTED, ECANCELED)
                 // or the kernel refused the entry: it is ours again.
-                live[i] = false;
+                reader.entry_gone();
                 if res != -libc::ENOTCONN && res != -libc::ECONNABORTED {
                     eprintln!(
                         "cryptkeep fs: io_uring queue {qid} entry {i}: {}",
@@ -256,35 +208,34 @@ fn serve_queue(fs: &OverlayFs, dev: &OwnedFd, qid: u16, payload_len: usize) -> i
                 }
                 continue;
             }
-            match answer(fs, e, i) {
-                Step::Commit(commit_id) => {
-                    ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))?;
-                }
-                Step::Offload(job) => {
-                    offloaded += 1;
-                    reader.submit(job);
-                }
-            }
+            serve_one(fs, reader, &mut ring, fd, qid, e, i)?;
         }
-    }
-    drop(reader);
-    for e in entries {
-        e.free();
     }
     Ok(())
 }
 
-/// What to do with a request once looked at.
-enum Step {
-    /// Answered in place: commit it with this id.
-    Commit(u64),
-    /// A large READ for the helper; committed when it is done.
-    Offload(Job),
+/// Answers the request in entry `i` and queues its commit, or hands it to
+/// the helper if it is a large READ.
+fn serve_one(
+    fs: &OverlayFs,
+    reader: &Reader,
+    ring: &mut Ring,
+    fd: i32,
+    qid: u16,
+    e: &mut Entry,
+    i: usize,
+) -> io::Result<()> {
+    if e.large_read(OFFLOAD_MIN).is_some() {
+        reader.submit(i);
+        return Ok(());
+    }
+    let commit_id = answer(fs, e);
+    ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))
 }
 
-/// Answers the request in entry `i` (`e`) in place, or hands a large READ
-/// to the queue's helper.
-fn answer(fs: &OverlayFs, e: &mut Entry, i: usize) -> Step {
+/// Answers the request in entry `e` in place (a small READ is decrypted
+/// straight into the payload buffer); returns its commit id.
+fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
     let hdr = e.header();
     let h = InHeader::parse(&hdr[..IN_HEADER_LEN]);
     let f = super::abi::Fields(&hdr[ENT_IN_OUT..]);
@@ -293,22 +244,8 @@ fn answer(fs: &OverlayFs, e: &mut Entry, i: usize) -> Step {
     let mut op_in = [0u8; ENT_IN_OUT - OP_IN];
     op_in.copy_from_slice(&hdr[OP_IN..ENT_IN_OUT]);
     let payload_cap = e.payload_len;
-    let (error, out_len) = if h.opcode == READ {
-        // Decrypted straight into the ring's payload buffer.
-        let f = super::abi::Fields(&op_in);
-        let size = (f.u32(16) as usize).min(payload_cap);
-        if size >= OFFLOAD_MIN {
-            return Step::Offload(Job {
-                entry: i,
-                unique: h.unique,
-                commit_id,
-                fh: f.u64(0),
-                off: f.u64(8),
-                buf: e.payload,
-                len: size,
-            });
-        }
-        match fs.do_read_into(f.u64(0), f.u64(8), &mut e.payload()[..size]) {
+    let (error, out_len) = if let Some(r) = e.large_read(0) {
+        match fs.do_read_into(r.fh, r.off, &mut e.payload()[..r.size]) {
             Ok(n) => (0, n),
             Err(errno) => (-errno.code(), 0),
         }
@@ -326,15 +263,5 @@ fn answer(fs: &OverlayFs, e: &mut Entry, i: usize) -> Step {
         (error, out.len())
     };
     write_out_header(e.header(), h.unique, error, out_len);
-    Step::Commit(commit_id)
-}
-
-/// Writes the answer's header (`fuse_out_header` and the payload size)
-/// over entry header `hdr`.
-fn write_out_header(hdr: &mut [u8], unique: u64, error: i32, out_len: usize) {
-    hdr[..OUT_HEADER_LEN].fill(0);
-    hdr[0..4].copy_from_slice(&((OUT_HEADER_LEN + out_len) as u32).to_le_bytes());
-    hdr[4..8].copy_from_slice(&error.to_le_bytes());
-    hdr[8..16].copy_from_slice(&unique.to_le_bytes());
-    hdr[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(out_len as u32).to_le_bytes());
+    commit_id
 }

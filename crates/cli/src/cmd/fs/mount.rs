@@ -63,6 +63,13 @@ pub struct Args {
     /// Let other users access the mount (needs user_allow_other for non-root).
     #[arg(long = "allow-other")]
     pub allow_other: bool,
+    /// Read-ahead of the mount in KiB (set through
+    /// /sys/class/bdi/*/read_ahead_kb when running as root; 0 keeps the
+    /// kernel's 128).
+    #[arg(long = "readahead", value_name = "KIB",
+          default_value_t = cryptkeep_fuse::overlay::DEFAULT_READ_AHEAD_KIB,
+          value_parser = clap::value_parser!(u32).range(0..=1 << 20))]
+    pub read_ahead_kib: u32,
     /// FUSE dispatch threads.
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -150,6 +157,7 @@ pub fn run(a: Args) -> CliResult {
             read_only: a.ro || a.reverse,
             allow_other: a.allow_other,
             threads: a.threads as usize,
+            read_ahead_kib: a.read_ahead_kib,
             io_uring: a.io_uring
                 || (!a.no_io_uring && !a.reverse && cryptkeep_fuse::uring::kernel_allows()),
             fs_name: cipherdir.display().to_string(),
