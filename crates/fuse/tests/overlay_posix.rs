@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
-use cryptkeep_overlay::{CipherDir, InitOptions};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -437,11 +436,7 @@ fn compare_with_tmpfs(tag: &str, mount_opts: OverlayOptions) {
 
     let t = TempDir::new(&format!("ovl-posix-{tag}"));
     let cipher = t.join("cipher");
-    let opts = InitOptions {
-        scrypt_log_n: 10,
-        ..InitOptions::default()
-    };
-    let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &opts).unwrap();
+    let cd = init_cheap(&cipher);
     let mnt = t.join("mnt");
     fs::create_dir(&mnt).unwrap();
     let m = mount_overlay(Arc::new(cd), &mnt, &mount_opts).unwrap();

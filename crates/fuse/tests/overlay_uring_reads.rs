@@ -10,7 +10,6 @@ mod common;
 
 use common::*;
 use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
-use cryptkeep_overlay::{CipherDir, InitOptions};
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -96,11 +95,7 @@ fn threads_named(prefix: &str) -> usize {
 fn large_reads_then_other_requests_over_io_uring() {
     let t = TempDir::new("uring-reads");
     let cipher = t.join("cipher");
-    let opts = InitOptions {
-        scrypt_log_n: 10,
-        ..InitOptions::default()
-    };
-    let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &opts).unwrap();
+    let cd = init_cheap(&cipher);
     let mnt = t.join("mnt");
     fs::create_dir(&mnt).unwrap();
     let mount_opts = OverlayOptions::default().over_io_uring().unwrap();

@@ -14,6 +14,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub const PASSWORD: &str = "correct horse battery staple";
 
+/// A new cipher directory at `cipher` in gocryptfs's default format, with
+/// a cheap scrypt cost (N = 2^10) and [`PASSWORD`], unlocked.
+pub fn init_cheap(cipher: &Path) -> cryptkeep_overlay::CipherDir {
+    let opts = cryptkeep_overlay::InitOptions {
+        scrypt_log_n: 10,
+        ..cryptkeep_overlay::InitOptions::default()
+    };
+    cryptkeep_overlay::CipherDir::init(cipher, PASSWORD.as_bytes(), &opts)
+        .unwrap()
+        .0
+}
+
 /// A directory under /tmp removed (after unmounting anything in it) on drop.
 pub struct TempDir(PathBuf);
 
