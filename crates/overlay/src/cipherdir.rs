@@ -293,8 +293,11 @@ impl CipherDir {
             .mode(LONGNAME_FILE_MODE)
             .open(&p)
             .map_err(|e| Error::io("create", &p, e))?;
-        f.write_all(long.as_bytes())
-            .map_err(|e| Error::io("write", &p, e))
+        f.write_all(long.as_bytes()).map_err(|e| {
+            // A partial .name file (a full disk) would block the name.
+            let _ = std::fs::remove_file(&p);
+            Error::io("write", &p, e)
+        })
     }
 
     /// Maps a relative plaintext path to the absolute cipher path (reading

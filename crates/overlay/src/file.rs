@@ -121,9 +121,28 @@ impl CipherFile {
         let mut cbuf = vec![0u8; data.len() + nblocks * c.block_overhead()];
         c.encrypt_blocks_into(block, &h.id, data, &mut cbuf)?;
         let off = HEADER_LEN as u64 + block * c.cipher_bs() as u64;
+        self.reserve_beyond_end(off, off + cbuf.len() as u64)?;
         self.file
             .write_all_at(&cbuf, off)
             .map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    /// Allocates what cipher bytes `start..end` add past the end of the
+    /// file (`FALLOC_FL_KEEP_SIZE`), so that a full disk fails the write
+    /// before any byte of it lands: a short write would leave a torn block
+    /// that no longer authenticates. File systems without `fallocate` are
+    /// written to directly.
+    fn reserve_beyond_end(&self, start: u64, end: u64) -> Result<()> {
+        let from = start.max(self.cipher_len()?);
+        if end <= from {
+            return Ok(());
+        }
+        match crate::sys::fallocate(&self.file, libc::FALLOC_FL_KEEP_SIZE, from, end - from) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
+                Err(Error::io("write", &self.path, e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Reads up to `buf.len()` plaintext bytes at `off`; returns the count

@@ -177,8 +177,10 @@ impl OverlayFs {
         }
         let f = self.file_of(fh)?;
         let mut cf = f.write().map_err(|_| Errno::EIO)?;
-        cf.write_at(self.cd.content(), data, off)
-            .map_err(|e| errno(&e))?;
+        self.with_room(|| {
+            cf.write_at(self.cd.content(), data, off)
+                .map_err(|e| errno(&e))
+        })?;
         Ok(data.len() as u32)
     }
 
@@ -257,17 +259,16 @@ impl OverlayFs {
             .or_else(|_| self.open_inode(ino).ok_or(Errno::EBADF))?;
         let mut cf = f.write().map_err(|_| Errno::EIO)?;
         let c = self.cd.content();
-        let r = match mode {
-            PUNCH => cf.punch_hole(c, off, len),
+        self.with_room(|| match mode {
+            PUNCH => cf.punch_hole(c, off, len).map_err(|e| errno(&e)),
             _ => {
                 let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
                 if mode == 0 && end > cf.plain_size(c).map_err(|e| errno(&e))? {
                     cf.truncate(c, end).map_err(|e| errno(&e))?;
                 }
-                cf.reserve(c, off, len)
+                cf.reserve(c, off, len).map_err(|e| errno(&e))
             }
-        };
-        r.map_err(|e| errno(&e))
+        })
     }
 
     /// Sets the plaintext size of inode `ino` (open or not).

@@ -16,6 +16,7 @@ use super::attr::{attr, attr_stat, errno, ino_of, io_errno, kind};
 use super::fs::OverlayFs;
 use super::listings::Listing;
 use super::prefetch::{Prefetch, Ready};
+use super::reaper;
 
 /// One entry of a directory snapshot.
 pub(crate) struct DirItem {
@@ -137,7 +138,7 @@ impl OverlayFs {
         name: &OsStr,
         uid: u32,
         gid: u32,
-        make: impl FnOnce(&Path) -> std::io::Result<()>,
+        mut make: impl FnMut(&Path) -> std::io::Result<()>,
     ) -> R<(PathBuf, FileAttr)> {
         let (path, a, _) =
             self.create_entry_fd(parent, name, uid, gid, |p| make(p).map(|()| None))?;
@@ -156,7 +157,7 @@ impl OverlayFs {
         name: &OsStr,
         uid: u32,
         gid: u32,
-        make: impl FnOnce(&Path) -> std::io::Result<Option<(std::fs::File, bool)>>,
+        mut make: impl FnMut(&Path) -> std::io::Result<Option<(std::fs::File, bool)>>,
     ) -> R<(PathBuf, FileAttr, Option<std::fs::File>)> {
         let _changing = self.prefetch.changing();
         if self.read_only {
@@ -164,12 +165,12 @@ impl OverlayFs {
         }
         let (dir, cn) = self.child(parent, name)?;
         let path = dir.join(&cn.on_disk);
-        self.pre_create(&dir, &cn)?;
-        let made = match make(&path) {
+        self.with_room(|| self.pre_create(&dir, &cn))?;
+        let made = match self.with_room(|| make(&path).map_err(|e| io_errno(&e))) {
             Ok(m) => m,
             Err(e) => {
                 Self::drop_long_name(&dir, &cn);
-                return Err(io_errno(&e));
+                return Err(e);
             }
         };
         // New entries belong to the caller (as root); u32::MAX = keep the
@@ -284,7 +285,12 @@ impl OverlayFs {
         }
         let (dir, cn) = self.child(parent, name)?;
         let path = dir.join(&cn.on_disk);
+        // Held open across the unlink, the file is freed by the reaper.
+        let pinned = self.reaper.as_ref().and_then(|_| reaper::pin(&path).ok());
         std::fs::remove_file(&path).map_err(|e| io_errno(&e))?;
+        if let (Some(r), Some(fd)) = (&self.reaper, pinned) {
+            r.release(fd);
+        }
         Self::drop_long_name(&dir, &cn);
         self.inodes
             .lock()

@@ -22,6 +22,7 @@ use super::inodes::Inodes;
 use super::listings::Listings;
 use super::ops::{SetAttr, XattrAnswer};
 use super::prefetch::Prefetch;
+use super::reaper::Reaper;
 
 /// The overlay file system over one opened cipher directory. Clones share
 /// all state, so the `/dev/fuse` session and the io_uring queues can serve
@@ -36,6 +37,8 @@ pub(crate) struct OverlayFs {
     pub(crate) files: Arc<OpenFiles>,
     pub(crate) listings: Arc<Mutex<Listings>>,
     pub(crate) prefetch: Arc<Prefetch>,
+    /// Frees removed files off the request path (`reaper.rs`).
+    pub(crate) reaper: Option<Arc<Reaper>>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
     pub(crate) is_root: bool,
@@ -57,6 +60,11 @@ impl OverlayFs {
             files: Arc::default(),
             listings: Arc::default(),
             prefetch: Arc::default(),
+            reaper: if read_only {
+                None
+            } else {
+                Reaper::start().map(Arc::new)
+            },
             io_uring: false,
             read_only,
             writeback_cache: writeback_cache && !read_only,

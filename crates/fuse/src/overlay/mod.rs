@@ -8,6 +8,8 @@
 //! Directories are listed without OPENDIR (`listings.rs`), and a listed
 //! directory's subdirectories are read ahead on another thread
 //! (`prefetch.rs`), as fresh as the kernel's 1 s attribute cache allows.
+//! Removed files are freed on a reaper thread, off the UNLINK request
+//! (`reaper.rs`).
 //! [`mount_reverse`] shows the read-only reverse view (gocryptfs
 //! `-reverse`) of a plaintext directory.
 
@@ -22,6 +24,7 @@ pub(crate) mod ops;
 mod prefetch;
 #[cfg(test)]
 mod read_ahead_tests;
+mod reaper;
 mod reverse;
 mod xattr;
 

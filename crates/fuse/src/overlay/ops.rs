@@ -86,7 +86,7 @@ impl OverlayFs {
             return Err(Errno::EROFS);
         }
         if let Some(size) = s.size {
-            self.truncate(ino, size)?;
+            self.with_room(|| self.truncate(ino, size))?;
         }
         let meta = s.mode.is_some()
             || s.uid.is_some()

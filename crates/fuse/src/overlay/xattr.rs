@@ -65,7 +65,7 @@ impl OverlayFs {
         } else {
             self.cd.encrypt_xattr_value(value).map_err(|e| errno(&e))?
         };
-        sys::set_xattr_flags(&p, &stored, &v, flags).map_err(|e| io_errno(&e))
+        self.with_room(|| sys::set_xattr_flags(&p, &stored, &v, flags).map_err(|e| io_errno(&e)))
     }
 
     pub(crate) fn do_removexattr(&self, ino: u64, name: &OsStr) -> R<()> {

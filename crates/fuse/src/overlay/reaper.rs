@@ -1,0 +1,386 @@
+//! Deferred release of removed files. Unlinking the last name of a backing
+//! file makes the backing file system free its data there and then (tmpfs
+//! returns every page, ext4 truncates its extents), inside the UNLINK
+//! request the caller waits for. The overlay instead opens the file
+//! `O_PATH` before unlinking it, so the unlink only drops the name, and
+//! hands the descriptor to this reaper, whose thread closes it and so does
+//! the freeing on another CPU, off the request path (as XFS defers inode
+//! inactivation to a background worker).
+//!
+//! Nothing is lost if the daemon dies: the kernel closes the descriptors and
+//! frees the files then. At most [`MAX_PENDING`] descriptors wait; beyond
+//! that the caller closes its own, as a plain unlink would. A change that
+//! finds the backing file system full calls [`Reaper::flush`] and tries
+//! once more (`OverlayFs::with_room`), so space freed by a removal is there
+//! for the next write as it would be without the reaper (XFS likewise
+//! flushes its deferred inactivations on ENOSPC).
+
+use super::fs::OverlayFs;
+use fuser::Errno;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The most descriptors waiting to be closed at once.
+pub(crate) const MAX_PENDING: usize = 1024;
+
+/// How long the thread sleeps between batches while removals keep coming;
+/// it blocks (and must be woken) only after a pass that found nothing.
+const BATCH_PAUSE: Duration = Duration::from_millis(2);
+
+impl OverlayFs {
+    /// Runs the change `f`; if the backing file system is full (ENOSPC,
+    /// EDQUOT) while removed files wait in the reaper, frees them here and
+    /// runs `f` once more. `f` must be safe to repeat after a failure.
+    pub(crate) fn with_room<T>(&self, mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+        match f() {
+            Err(e) if e == Errno::ENOSPC || e == Errno::EDQUOT => {
+                if self.reaper.as_ref().is_some_and(|r| r.flush()) {
+                    f()
+                } else {
+                    Err(e)
+                }
+            }
+            r => r,
+        }
+    }
+}
+
+/// Opens `path` itself (`O_PATH | O_NOFOLLOW`: no access needed, a
+/// symlink is not followed), which keeps its inode alive after the last
+/// name is removed.
+pub(crate) fn pin(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a NUL-terminated path; open returns a new descriptor
+    // or -1 and touches no memory of ours.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Vec<OwnedFd>>,
+    /// Held by the thread while it closes a batch it took out of `pending`.
+    closing: Mutex<()>,
+    wake: Condvar,
+    /// The thread is blocked on `wake` (not merely pausing between batches).
+    blocked: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// The background closer of removed files' descriptors; [`Reaper::stop`]
+/// (or drop) closes what is left and joins the thread.
+pub(crate) struct Reaper {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// [`MAX_PENDING`], smaller in tests.
+    max_pending: usize,
+}
+
+impl Reaper {
+    /// Starts the thread (`ck-reaper`); `None` if it cannot be spawned, and
+    /// then every removal frees its file itself.
+    pub(crate) fn start() -> Option<Reaper> {
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ck-reaper".into())
+            .spawn(move || run(&s))
+            .ok()?;
+        Some(Reaper {
+            shared,
+            thread: Mutex::new(Some(thread)),
+            max_pending: MAX_PENDING,
+        })
+    }
+
+    /// Queues `fd` to be closed on the reaper's thread, or closes it here
+    /// when [`MAX_PENDING`] already wait or the reaper has stopped.
+    pub(crate) fn release(&self, fd: OwnedFd) {
+        if self.shared.stop.load(Ordering::Acquire) {
+            return drop(fd);
+        }
+        let Ok(mut p) = self.shared.pending.lock() else {
+            return drop(fd);
+        };
+        if p.len() >= self.max_pending {
+            drop(p);
+            return drop(fd);
+        }
+        p.push(fd);
+        drop(p);
+        if self.shared.blocked.load(Ordering::Acquire) {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Closes, on this thread, everything queued, and waits for the batch
+    /// the reaper thread may be closing; returns whether anything was
+    /// queued or being closed (so that space may have come back).
+    pub(crate) fn flush(&self) -> bool {
+        let queued = self
+            .shared
+            .pending
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default();
+        let mut freed = !queued.is_empty();
+        drop(queued);
+        match self.shared.closing.try_lock() {
+            Ok(_) => {}
+            Err(_) => {
+                freed = true;
+                drop(self.shared.closing.lock());
+            }
+        }
+        freed
+    }
+
+    /// Closes what is pending and joins the thread.
+    pub(crate) fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
+            let _ = t.join();
+        }
+        if let Ok(mut p) = self.shared.pending.lock() {
+            p.clear();
+        }
+    }
+
+    /// A reaper without a thread: what is queued stays until flushed.
+    #[cfg(test)]
+    pub(crate) fn threadless(max_pending: usize) -> Reaper {
+        Reaper {
+            shared: Arc::default(),
+            thread: Mutex::new(None),
+            max_pending,
+        }
+    }
+
+    /// The descriptors waiting (for tests).
+    #[cfg(test)]
+    pub(crate) fn pending_raw(&self) -> Vec<i32> {
+        use std::os::fd::AsRawFd;
+        self.shared
+            .pending
+            .lock()
+            .map_or(Vec::new(), |p| p.iter().map(|f| f.as_raw_fd()).collect())
+    }
+
+    /// How many descriptors wait (for tests).
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.shared.pending.lock().map_or(0, |p| p.len())
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(s: &Shared) {
+    loop {
+        let Ok(closing) = s.closing.lock() else {
+            return;
+        };
+        let batch = match s.pending.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => return,
+        };
+        let found = !batch.is_empty();
+        drop(batch);
+        drop(closing);
+        if s.stop.load(Ordering::Acquire) {
+            // Whatever was queued after the last take.
+            if let Ok(mut p) = s.pending.lock() {
+                p.clear();
+            }
+            return;
+        }
+        if found {
+            std::thread::sleep(BATCH_PAUSE);
+            continue;
+        }
+        let Ok(p) = s.pending.lock() else { return };
+        s.blocked.store(true, Ordering::Release);
+        // Re-checked under the lock: a release that saw `blocked` false
+        // pushed before we took the lock, so the queue is not empty.
+        let p = s
+            .wake
+            .wait_while(p, |p| p.is_empty() && !s.stop.load(Ordering::Acquire));
+        s.blocked.store(false, Ordering::Release);
+        drop(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::io::Read;
+
+    /// A pipe: the read end sees end-of-file once the write end is closed.
+    fn pipe() -> (std::fs::File, OwnedFd) {
+        let (r, w) = std::io::pipe().unwrap();
+        (OwnedFd::from(r).into(), OwnedFd::from(w))
+    }
+
+    /// Whether `r`'s write end is closed (read returns end-of-file).
+    fn closed(r: &mut std::fs::File) -> bool {
+        r.read(&mut [0u8; 1]).unwrap() == 0
+    }
+
+    #[test]
+    fn released_descriptors_are_closed_in_the_background() {
+        let r = Reaper::start().unwrap();
+        for round in 0..3 {
+            let (mut readers, writers): (Vec<_>, Vec<_>) = (0..50).map(|_| pipe()).unzip();
+            for w in writers {
+                r.release(w);
+            }
+            // Each read blocks until the reaper closes that write end.
+            assert!(
+                readers.iter_mut().all(closed),
+                "round {round}: a write end was left open"
+            );
+            assert_eq!(r.pending(), 0);
+            // Let the thread block, so the next round needs a wake-up.
+            std::thread::sleep(BATCH_PAUSE * 3);
+        }
+    }
+
+    #[test]
+    fn a_stopped_reaper_closes_at_once() {
+        let r = Reaper::start().unwrap();
+        r.stop();
+        let (mut rd, w) = pipe();
+        r.release(w);
+        assert!(closed(&mut rd), "a stopped reaper must close at once");
+        assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn flush_closes_the_queue_here() {
+        let r = Reaper::threadless(MAX_PENDING);
+        assert!(!r.flush(), "nothing queued, nothing freed");
+        let (mut rd, w) = pipe();
+        r.release(w);
+        assert_eq!(r.pending(), 1);
+        assert!(r.flush());
+        assert_eq!(r.pending(), 0);
+        assert!(closed(&mut rd));
+    }
+
+    #[test]
+    fn beyond_the_limit_the_caller_closes() {
+        // No thread: what is queued stays queued.
+        let r = Reaper::threadless(2);
+        let (mut readers, writers): (Vec<_>, Vec<_>) = (0..3).map(|_| pipe()).unzip();
+        for w in writers {
+            r.release(w);
+        }
+        assert_eq!(r.pending(), 2);
+        assert!(closed(&mut readers[2]), "the third must be closed at once");
+        r.stop();
+        assert!(readers[..2].iter_mut().all(closed));
+    }
+
+    /// An overlay over a fresh cipher directory, with a threadless reaper.
+    fn overlay(tag: &str) -> (OverlayFs, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("ck-reaper-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let opts = cryptkeep_overlay::InitOptions {
+            scrypt_log_n: 10,
+            ..Default::default()
+        };
+        let (cd, _) = cryptkeep_overlay::CipherDir::init(&dir.join("c"), b"pw", &opts).unwrap();
+        let mut fs = OverlayFs::new(Arc::new(cd), false, false).unwrap();
+        fs.reaper = Some(Arc::new(Reaper::threadless(MAX_PENDING)));
+        (fs, dir)
+    }
+
+    #[test]
+    fn a_full_disk_frees_the_reaped_files_and_tries_again() {
+        let (fs, dir) = overlay("full");
+        let (mut rd, w) = pipe();
+        fs.reaper.as_ref().unwrap().release(w);
+        let mut calls = 0;
+        let r = fs.with_room(|| {
+            calls += 1;
+            if calls == 1 {
+                Err(Errno::ENOSPC)
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(r, Ok(2));
+        assert!(closed(&mut rd), "the queued descriptor was not closed");
+        // Nothing left to free: a full disk is reported at once.
+        calls = 0;
+        let r: Result<(), Errno> = fs.with_room(|| {
+            calls += 1;
+            Err(Errno::EDQUOT)
+        });
+        assert_eq!((r, calls), (Err(Errno::EDQUOT), 1));
+        // Other errors are not retried.
+        let (_rd2, w2) = pipe();
+        fs.reaper.as_ref().unwrap().release(w2);
+        calls = 0;
+        let r: Result<(), Errno> = fs.with_room(|| {
+            calls += 1;
+            Err(Errno::EIO)
+        });
+        assert_eq!((r, calls), (Err(Errno::EIO), 1));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn an_unlinked_file_lives_until_the_reaper_closes_it() {
+        let (fs, dir) = overlay("unlink");
+        let root = super::super::inodes::ROOT_INO;
+        let a = fs
+            .do_mknod(
+                root,
+                OsStr::new("f"),
+                libc::S_IFREG | 0o644,
+                0,
+                u32::MAX,
+                u32::MAX,
+            )
+            .unwrap();
+        let backing = fs.path_of(a.ino.0).unwrap();
+        std::fs::write(&backing, vec![7u8; 64 << 10]).unwrap();
+        fs.do_unlink(root, OsStr::new("f")).unwrap();
+        assert!(!backing.exists(), "the name must be gone at once");
+        let r = fs.reaper.as_ref().unwrap();
+        assert_eq!(r.pending(), 1, "the file should wait in the reaper");
+        // The pinned descriptor still reaches the removed file.
+        let pinned = std::fs::read_link(format!("/proc/self/fd/{}", r.pending_raw()[0]))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(pinned.ends_with("(deleted)"), "{pinned}");
+        assert!(r.flush());
+        assert_eq!(r.pending(), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

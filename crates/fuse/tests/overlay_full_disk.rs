@@ -1,0 +1,153 @@
+//! A full backing file system under a real overlay mount (a 40 MiB tmpfs):
+//! a write that does not fit fails with ENOSPC and harms nothing written
+//! before it, and the space of removed files is back at once, although the
+//! overlay frees removed files on its reaper thread (a write that finds the
+//! disk full frees what waits there and tries again). Over /dev/fuse and
+//! over io_uring.
+
+#[path = "../../overlay/tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+const MIB: usize = 1 << 20;
+
+/// A private tmpfs of `mib` MiB at `at`, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, mib: u32) -> Tmpfs {
+        fs::create_dir_all(at).unwrap();
+        run(Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={mib}m"))
+            .arg("tmpfs")
+            .arg(at));
+        Tmpfs(at.to_path_buf())
+    }
+
+    /// Bytes in use.
+    fn used(&self) -> u64 {
+        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: statvfs is plain data; all zeroes is a valid value.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path; statvfs writes only `s`.
+        let r = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
+        assert_eq!(r, 0, "statvfs {}", self.0.display());
+        (s.f_blocks - s.f_bfree) * s.f_frsize
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// `len` bytes of a pattern that differs per `seed`.
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 12) as u8)
+        .collect()
+}
+
+/// Writes `data` to a new file and syncs it; the first error is returned.
+fn write_synced(p: &Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = fs::File::create(p)?;
+    for c in data.chunks(MIB) {
+        f.write_all(c)?;
+    }
+    f.sync_all()
+}
+
+fn read_all(p: &Path) -> Vec<u8> {
+    let mut v = Vec::new();
+    fs::File::open(p).unwrap().read_to_end(&mut v).unwrap();
+    v
+}
+
+fn fill_delete_refill(tag: &str, opts: OverlayOptions) {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "this test mounts a tmpfs: run it as root");
+    let t = TempDir::new(&format!("full-{tag}"));
+    let back = Tmpfs::mount(&t.join("back"), 40);
+    let cipher = t.join("back/cipher");
+    let cd = init_cheap(&cipher);
+    let mnt = t.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(Arc::new(cd), &mnt, &opts).unwrap();
+    let keep = mnt.join("keep");
+    let kept = pattern(99, MIB + 123);
+    write_synced(&keep, &kept).unwrap();
+    let base = back.used();
+    for round in 0..4u8 {
+        // Fill the disk with 4 MiB files until one does not fit.
+        let mut n = 0usize;
+        loop {
+            let p = mnt.join(format!("f{n}"));
+            match write_synced(&p, &pattern(round + n as u8, 4 * MIB)) {
+                Ok(()) => n += 1,
+                Err(e) => {
+                    assert_eq!(
+                        e.raw_os_error(),
+                        Some(libc::ENOSPC),
+                        "round {round}: file {n}: {e}"
+                    );
+                    fs::remove_file(&p).unwrap();
+                    break;
+                }
+            }
+            assert!(n < 20, "a 40 MiB tmpfs never filled");
+        }
+        assert!(n >= 5, "round {round}: only {n} files fitted");
+        assert_eq!(read_all(&mnt.join("f0")), pattern(round, 4 * MIB));
+        assert_eq!(
+            read_all(&keep),
+            kept,
+            "round {round}: a full disk hurt another file"
+        );
+        // Remove them all, and at once write 12 MiB again.
+        for i in 0..n {
+            fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+        }
+        for i in 0..3u8 {
+            let p = mnt.join(format!("g{i}"));
+            write_synced(&p, &pattern(i, 4 * MIB)).unwrap_or_else(|e| {
+                panic!("round {round}: the removed files' space is not back: {e}")
+            });
+        }
+        for i in 0..3u8 {
+            let p = mnt.join(format!("g{i}"));
+            assert_eq!(read_all(&p), pattern(i, 4 * MIB));
+            fs::remove_file(p).unwrap();
+        }
+    }
+    // Freed on the reaper's thread within moments.
+    let t0 = std::time::Instant::now();
+    while back.used() > base + 256 * 1024 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "removed files still hold {} bytes",
+            back.used() - base
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    m.unmount().unwrap();
+}
+
+#[test]
+fn full_disk_over_dev_fuse() {
+    fill_delete_refill("dev", OverlayOptions::default());
+}
+
+#[test]
+fn full_disk_over_io_uring() {
+    fill_delete_refill("uring", OverlayOptions::default().over_io_uring().unwrap());
+}
