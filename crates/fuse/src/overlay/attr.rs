@@ -9,8 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::inodes::ROOT_INO;
 
-/// Attribute and entry cache time (gocryptfs uses 1 s too).
-pub(crate) const TTL: Duration = Duration::from_secs(1);
+/// Attribute and entry cache time of the reverse view, whose plaintext
+/// directory is changed directly, not through the mount (gocryptfs: 1 s).
+pub(crate) const REVERSE_TTL: Duration = Duration::from_secs(1);
 
 fn time(s: i64, ns: i64) -> SystemTime {
     if s >= 0 {

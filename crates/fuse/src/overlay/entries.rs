@@ -35,15 +35,17 @@ impl OverlayFs {
     /// never changes; the cache forgets directories that are removed or
     /// moved).
     pub(crate) fn dir_iv(&self, dir: &Path) -> R<DirIv> {
-        if let Some(iv) = self.dir_ivs.lock().map_err(|_| Errno::EIO)?.get(dir) {
-            return Ok(*iv);
+        if let Some((iv, read)) = self.dir_ivs.lock().map_err(|_| Errno::EIO)?.get(dir) {
+            if read.elapsed() < self.ttl {
+                return Ok(*iv);
+            }
         }
         let iv = self.cd.dir_iv(dir).map_err(|e| errno(&e))?;
         let mut c = self.dir_ivs.lock().map_err(|_| Errno::EIO)?;
         if c.len() > 100_000 {
             c.clear();
         }
-        c.insert(dir.to_path_buf(), iv);
+        c.insert(dir.to_path_buf(), (iv, std::time::Instant::now()));
         Ok(iv)
     }
 
@@ -462,7 +464,7 @@ impl OverlayFs {
                 let Some(a) = a else { continue };
                 (a, Some(dir.join(&it.cipher)))
             };
-            if reply.add(a.ino.0, listing.offset_after(i), &it.name, &a) {
+            if reply.add(a.ino.0, listing.offset_after(i), &it.name, &a, self.ttl) {
                 break;
             }
             if let Some(p) = path {

@@ -14,15 +14,21 @@ use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::attr::TTL;
 use super::data::OpenFiles;
 use super::inodes::Inodes;
 use super::listings::Listings;
 use super::ops::{SetAttr, XattrAnswer};
 use super::prefetch::Prefetch;
 use super::reaper::Reaper;
+
+/// Directory IVs by cipher directory, with when each was read.
+pub(crate) type DirIvCache = HashMap<
+    std::path::PathBuf,
+    (cryptkeep_overlay::DirIv, std::time::Instant),
+    foldhash::fast::RandomState,
+>;
 
 /// The overlay file system over one opened cipher directory. Clones share
 /// all state, so the `/dev/fuse` session and the io_uring queues can serve
@@ -31,9 +37,10 @@ use super::reaper::Reaper;
 pub(crate) struct OverlayFs {
     pub(crate) cd: Arc<CipherDir>,
     pub(crate) inodes: Arc<Mutex<Inodes>>,
-    pub(crate) dir_ivs: Arc<
-        Mutex<HashMap<std::path::PathBuf, cryptkeep_overlay::DirIv, foldhash::fast::RandomState>>,
-    >,
+    /// Directory IVs read, and when: served for as long as the kernel
+    /// caches entries (a directory recreated behind the mount's back gets
+    /// a new IV; gocryptfs's cache likewise expires after its 1 s).
+    pub(crate) dir_ivs: Arc<Mutex<DirIvCache>>,
     pub(crate) files: Arc<OpenFiles>,
     pub(crate) listings: Arc<Mutex<Listings>>,
     pub(crate) prefetch: Arc<Prefetch>,
@@ -43,6 +50,8 @@ pub(crate) struct OverlayFs {
     pub(crate) root_ino: u64,
     pub(crate) is_root: bool,
     writeback_cache: bool,
+    /// How long the kernel may cache entries and attributes.
+    pub(crate) ttl: Duration,
     /// Ask the kernel for FUSE over io_uring at INIT.
     pub(crate) io_uring: bool,
 }
@@ -52,6 +61,7 @@ impl OverlayFs {
         cd: Arc<CipherDir>,
         read_only: bool,
         writeback_cache: bool,
+        ttl: Duration,
     ) -> std::io::Result<OverlayFs> {
         let root_ino = std::fs::metadata(cd.root())?.ino();
         Ok(OverlayFs {
@@ -59,7 +69,8 @@ impl OverlayFs {
             dir_ivs: Arc::default(),
             files: Arc::default(),
             listings: Arc::default(),
-            prefetch: Arc::default(),
+            prefetch: Arc::new(Prefetch::new(ttl)),
+            ttl,
             reaper: if read_only {
                 None
             } else {
@@ -119,7 +130,7 @@ impl Filesystem for OverlayFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.do_lookup(parent.0, name) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -132,7 +143,7 @@ impl Filesystem for OverlayFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.attr_of(ino.0) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -167,7 +178,7 @@ impl Filesystem for OverlayFs {
             },
         );
         match r {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -190,7 +201,7 @@ impl Filesystem for OverlayFs {
         reply: ReplyEntry,
     ) {
         match self.do_mknod(parent.0, name, mode & !umask, rdev, req.uid(), req.gid()) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -205,7 +216,7 @@ impl Filesystem for OverlayFs {
         reply: ReplyEntry,
     ) {
         match self.do_mkdir(parent.0, name, mode & !umask, req.uid(), req.gid()) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -233,7 +244,7 @@ impl Filesystem for OverlayFs {
         reply: ReplyEntry,
     ) {
         match self.do_symlink(parent.0, link_name, target, req.uid(), req.gid()) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -263,7 +274,7 @@ impl Filesystem for OverlayFs {
         reply: ReplyEntry,
     ) {
         match self.do_link(ino.0, newparent.0, newname) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -490,9 +501,13 @@ impl Filesystem for OverlayFs {
     ) {
         let r = self.do_create(parent.0, name, mode, umask, flags, req.uid(), req.gid());
         match r {
-            Ok((a, fh)) => {
-                reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
-            }
+            Ok((a, fh)) => reply.created(
+                &self.ttl,
+                &a,
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
             Err(e) => reply.error(e),
         }
     }

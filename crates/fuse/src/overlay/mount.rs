@@ -39,8 +39,8 @@ pub fn mount_overlay(
     if !canonical.is_dir() {
         return Err(bad("not a directory".into()));
     }
-    let mut fs =
-        OverlayFs::new(cd, opts.read_only, opts.writeback_cache).map_err(Error::Session)?;
+    let mut fs = OverlayFs::new(cd, opts.read_only, opts.writeback_cache, opts.cache_ttl)
+        .map_err(Error::Session)?;
     let prefetch = fs.prefetch.clone();
     let with_prefetch = |m: Result<OverlayMount, Error>| {
         m.map(|mut m| {

@@ -7,6 +7,7 @@ use cryptkeep_overlay::sys;
 use fuser::{Errno, FileAttr};
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
 
 use super::attr::{io_errno, permits};
 use super::fs::OverlayFs;
@@ -60,18 +61,19 @@ impl XattrAnswer {
     }
 }
 
-/// Where `readdirplus` puts its entries; `add` returns true when full.
+/// Where `readdirplus` puts its entries (cached by the kernel for `ttl`);
+/// `add` returns true when full.
 pub(crate) trait DirPlusSink {
-    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr) -> bool;
+    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr, ttl: Duration) -> bool;
 }
 
 impl DirPlusSink for fuser::ReplyDirectoryPlus {
-    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr) -> bool {
+    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr, ttl: Duration) -> bool {
         self.add(
             fuser::INodeNo(ino),
             offset,
             name,
-            &super::attr::TTL,
+            &ttl,
             attr,
             fuser::Generation(0),
         )

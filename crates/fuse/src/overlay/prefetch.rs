@@ -7,12 +7,13 @@
 //! queued first, which in a depth-first walk is the one read next.
 //!
 //! A prefetched listing is served only while it is as fresh as what the
-//! kernel's own caches promise: younger than the attribute time-out
-//! ([`super::attr::TTL`]), and with no change made through the mount since
-//! it was taken (every create, remove, rename, write, truncate, attribute
-//! or xattr change counts as one). Changes made behind the mount's back are
-//! seen within the same second the kernel's attribute and entry caches
-//! allow. While the mount is being changed (within [`QUIET`] of the last
+//! kernel's own caches promise: younger than the mount's cache time-out
+//! ([`super::OverlayOptions::cache_ttl`]), and with no change made through
+//! the mount since it was taken (every create, remove, rename, write,
+//! truncate, attribute or xattr change counts as one). Changes made behind
+//! the mount's back are seen within the same time the kernel's attribute
+//! and entry caches allow; with no caching (`--sharedstorage`) nothing is
+//! read ahead. While the mount is being changed (within [`QUIET`] of the last
 //! change), nothing is prefetched: the work would be thrown away.
 
 use fuser::FileAttr;
@@ -22,7 +23,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::attr::TTL;
 use super::entries::DirItem;
 
 /// How long after the last change through the mount read-ahead resumes.
@@ -64,6 +64,8 @@ pub(crate) struct Prefetch {
     epoch: std::sync::OnceLock<Instant>,
     state: Mutex<State>,
     wake: Condvar,
+    /// The mount's cache time-out: how long a listing stays fresh.
+    ttl: Duration,
 }
 
 impl std::fmt::Debug for Prefetch {
@@ -94,11 +96,20 @@ struct State {
 impl Prestat {
     /// Whether these attributes may still be handed to the kernel.
     pub(crate) fn fresh(&self, p: &Prefetch) -> bool {
-        self.generation == p.generation() && self.taken.elapsed() < TTL
+        self.generation == p.generation() && self.taken.elapsed() < p.ttl
     }
 }
 
 impl Prefetch {
+    /// Read-ahead for a mount whose kernel caches keep entries and
+    /// attributes for `ttl` (none when `ttl` is zero).
+    pub(crate) fn new(ttl: Duration) -> Prefetch {
+        Prefetch {
+            ttl,
+            ..Prefetch::default()
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.get_or_init(Instant::now).elapsed().as_millis() as u64
     }
@@ -155,7 +166,7 @@ impl Prefetch {
         let Ok(mut st) = self.state.lock() else {
             return false;
         };
-        if st.stopped {
+        if st.stopped || self.ttl.is_zero() {
             return false;
         }
         let before = st.wanted.len();
@@ -235,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_change_through_the_mount_spoils_what_was_taken_before_it() {
-        let p = Prefetch::default();
+        let p = Prefetch::new(Duration::from_secs(1));
         p.put(5, ready(&p, "/c/a"));
         p.put(6, ready(&p, "/c/b"));
         assert!(p.take(5, "/c/a".as_ref()).is_some());
@@ -248,7 +259,7 @@ mod tests {
 
     #[test]
     fn the_last_queued_is_listed_first_and_nothing_while_changing() {
-        let p = Prefetch::default();
+        let p = Prefetch::new(Duration::from_secs(1));
         let dirs = |n: &[u64]| {
             n.iter()
                 .map(|&i| (i, PathBuf::from(format!("/c/{i}"))))

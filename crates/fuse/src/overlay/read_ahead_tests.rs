@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use super::fs::OverlayFs;
 use super::inodes::ROOT_INO;
 
+/// The mount's cache time-out in these tests.
+const TTL: Duration = Duration::from_millis(700);
+
 struct Scratch(PathBuf);
 
 impl Drop for Scratch {
@@ -25,7 +28,7 @@ fn fs_in(s: &Scratch) -> OverlayFs {
         ..InitOptions::default()
     };
     let (cd, _) = CipherDir::init(&s.0.join("cipher"), b"pw", &opts).unwrap();
-    OverlayFs::new(Arc::new(cd), false, false).unwrap()
+    OverlayFs::new(Arc::new(cd), false, false, TTL).unwrap()
 }
 
 fn names(fs: &OverlayFs, ino: u64) -> (Vec<String>, bool) {
@@ -88,7 +91,7 @@ fn read_ahead_listings_follow_changes_through_the_mount() {
     std::thread::sleep(Duration::from_millis(120));
     names(&fs, p);
     wait_ready(&fs, c1);
-    std::thread::sleep(super::attr::TTL + Duration::from_millis(100));
+    std::thread::sleep(TTL + Duration::from_millis(100));
     assert_eq!(names(&fs, c1), (vec!["x".into()], false));
     fs.prefetch.stop();
 }

@@ -313,7 +313,7 @@ mod tests {
             ..Default::default()
         };
         let (cd, _) = cryptkeep_overlay::CipherDir::init(&dir.join("c"), b"pw", &opts).unwrap();
-        let mut fs = OverlayFs::new(Arc::new(cd), false, false).unwrap();
+        let mut fs = OverlayFs::new(Arc::new(cd), false, false, Duration::from_secs(1)).unwrap();
         fs.reaper = Some(Arc::new(Reaper::threadless(MAX_PENDING)));
         (fs, dir)
     }

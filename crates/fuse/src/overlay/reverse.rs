@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::attr::{attr as plain_attr, io_errno, kind, TTL};
+use super::attr::{attr as plain_attr, io_errno, kind, REVERSE_TTL as TTL};
 
 /// What a reverse-view inode is.
 #[derive(Clone, Debug)]

@@ -10,7 +10,6 @@ use std::path::Path;
 use fuser::{Errno, RenameFlags};
 
 use super::abi::*;
-use crate::overlay::attr::TTL;
 use crate::overlay::fs::OverlayFs;
 use crate::overlay::ops::{DirPlusSink, SetAttr, XattrAnswer};
 
@@ -19,7 +18,7 @@ type R<T> = Result<T, Errno>;
 /// Answers one request: the out arguments, or an errno.
 pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> R<Vec<u8>> {
     let f = Fields(op_in);
-    let ttl = TTL.as_secs();
+    let ttl = fs.ttl.as_secs();
     let ino = h.nodeid;
     let name = |n: usize| -> R<Vec<&OsStr>> { cstrs(payload, n).ok_or(Errno::EINVAL) };
     let mut o = Out::default();
@@ -147,7 +146,6 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
             let mut sink = PlusSink {
                 out: Out::default(),
                 size: f.u32(16) as usize,
-                ttl,
             };
             let r = fs.fill_readdirplus(&l, pos, &mut sink);
             fs.dir_read_done(&l, pos);
@@ -176,17 +174,23 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
 struct PlusSink {
     out: Out,
     size: usize,
-    ttl: u64,
 }
 
 impl DirPlusSink for PlusSink {
-    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &fuser::FileAttr) -> bool {
+    fn add(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        name: &OsStr,
+        attr: &fuser::FileAttr,
+        ttl: std::time::Duration,
+    ) -> bool {
         let len = ENTRY_OUT_LEN + dirent_len(name.len());
         if self.out.0.len() + len > self.size {
             return true;
         }
         self.out
-            .entry(attr, self.ttl)
+            .entry(attr, ttl.as_secs())
             .dirent(ino, offset, attr.kind, name);
         false
     }

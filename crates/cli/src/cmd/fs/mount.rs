@@ -70,6 +70,20 @@ pub struct Args {
           default_value_t = cryptkeep_fuse::overlay::DEFAULT_READ_AHEAD_KIB,
           value_parser = clap::value_parser!(u32).range(0..=1 << 20))]
     pub read_ahead_kib: u32,
+    /// How long the kernel may cache entries and attributes, in seconds.
+    /// The mount assumes it is the only writer of CIPHERDIR, as gocryptfs
+    /// does (gocryptfs keeps them 1 s); changes made behind its back show
+    /// up within this time.
+    #[arg(long = "cache-ttl", value_name = "SECS",
+          default_value_t = cryptkeep_fuse::overlay::DEFAULT_CACHE_TTL.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub cache_ttl: u64,
+    /// CIPHERDIR is also changed behind the mount's back (another mount,
+    /// a sync client): no entry or attribute caching and no kernel write
+    /// cache (which keeps its own file sizes), so such changes show up at
+    /// once (gocryptfs -sharedstorage). Small writes are slower.
+    #[arg(long = "sharedstorage", conflicts_with = "cache_ttl")]
+    pub shared_storage: bool,
     /// FUSE dispatch threads.
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -158,10 +172,15 @@ pub fn run(a: Args) -> CliResult {
             allow_other: a.allow_other,
             threads: a.threads as usize,
             read_ahead_kib: a.read_ahead_kib,
+            writeback_cache: !a.shared_storage,
+            cache_ttl: std::time::Duration::from_secs(if a.shared_storage {
+                0
+            } else {
+                a.cache_ttl
+            }),
             io_uring: a.io_uring
                 || (!a.no_io_uring && !a.reverse && cryptkeep_fuse::uring::kernel_allows()),
             fs_name: cipherdir.display().to_string(),
-            ..OverlayOptions::default()
         },
     };
     if a.foreground {
