@@ -384,7 +384,8 @@ fn fio_verify_with(mount_opts: OverlayOptions) {
 /// The kernel keeps directory listings cached (`FOPEN_CACHE_DIR`): a name
 /// created through our mount shows in the next listing at once, and one
 /// created by another writer of the same cipher directory (gocryptfs
-/// mounted alongside) shows once the attribute timeout (1 s) has passed.
+/// mounted alongside) shows once the cache time-out has passed (set to
+/// 1 s here, gocryptfs's; the default is 10 s).
 #[test]
 fn cached_listings_follow_changes() {
     let t = TempDir::new("ovl-dircache");
@@ -393,7 +394,11 @@ fn cached_listings_follow_changes() {
     let (cd, _) = CipherDir::init(&cipher, PASSWORD.as_bytes(), &args("default").1).unwrap();
     let mnt = t.join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+    let one_second = OverlayOptions {
+        cache_ttl: std::time::Duration::from_secs(1),
+        ..opts()
+    };
+    let m = mount_overlay(Arc::new(cd), &mnt, &one_second).unwrap();
     let names = |d: &Path| {
         let mut v: Vec<String> = fs::read_dir(d)
             .unwrap()
