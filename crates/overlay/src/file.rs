@@ -114,26 +114,37 @@ impl CipherFile {
     }
 
     /// Encrypts and writes consecutive plaintext blocks from `block` on
-    /// (the last may be partial) with one `pwrite`.
-    fn write_block(&mut self, c: &ContentCipher, block: u64, data: &[u8]) -> Result<()> {
+    /// (the last may be partial) with one `pwrite`. `clen` is the cipher
+    /// length as the caller knows it (never more than the file's), moved
+    /// past what this writes.
+    fn write_block(
+        &mut self,
+        c: &ContentCipher,
+        block: u64,
+        data: &[u8],
+        clen: &mut u64,
+    ) -> Result<()> {
         let h = self.header_or_create()?;
         let nblocks = data.len().div_ceil(PLAIN_BS);
         let mut cbuf = vec![0u8; data.len() + nblocks * c.block_overhead()];
         c.encrypt_blocks_into(block, &h.id, data, &mut cbuf)?;
         let off = HEADER_LEN as u64 + block * c.cipher_bs() as u64;
-        self.reserve_beyond_end(off, off + cbuf.len() as u64)?;
+        let end = off + cbuf.len() as u64;
+        self.reserve_beyond_end(off, end, *clen)?;
         self.file
             .write_all_at(&cbuf, off)
-            .map_err(|e| Error::io("write", &self.path, e))
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        *clen = (*clen).max(end);
+        Ok(())
     }
 
     /// Allocates what cipher bytes `start..end` add past the end of the
-    /// file (`FALLOC_FL_KEEP_SIZE`), so that a full disk fails the write
-    /// before any byte of it lands: a short write would leave a torn block
-    /// that no longer authenticates. File systems without `fallocate` are
-    /// written to directly.
-    fn reserve_beyond_end(&self, start: u64, end: u64) -> Result<()> {
-        let from = start.max(self.cipher_len()?);
+    /// file, `clen` long (`FALLOC_FL_KEEP_SIZE`), so that a full disk fails
+    /// the write before any byte of it lands: a short write would leave a
+    /// torn block that no longer authenticates. File systems without
+    /// `fallocate` are written to directly.
+    fn reserve_beyond_end(&self, start: u64, end: u64, clen: u64) -> Result<()> {
+        let from = start.max(clen);
         if end <= from {
             return Ok(());
         }
@@ -191,8 +202,8 @@ impl CipherFile {
     }
 
     /// Pads a partial last block to a full block of zeros (before writing
-    /// beyond it).
-    fn pad_last_block(&mut self, c: &ContentCipher, size: u64) -> Result<()> {
+    /// beyond it); `clen` as in [`Self::write_block`].
+    fn pad_last_block(&mut self, c: &ContentCipher, size: u64, clen: &mut u64) -> Result<()> {
         let rem = (size % PLAIN_BS as u64) as usize;
         if rem == 0 {
             return Ok(());
@@ -207,7 +218,7 @@ impl CipherFile {
             });
         }
         p[n..].fill(0);
-        self.write_block(c, block, &p)
+        self.write_block(c, block, &p, clen)
     }
 
     /// Writes `data` at plaintext offset `off`.
@@ -216,11 +227,13 @@ impl CipherFile {
             return Ok(());
         }
         let size = self.plain_size(c)?;
+        // At most the file's length (a header-only file counts 0).
+        let mut clen = c.cipher_size(size);
         let bs = PLAIN_BS as u64;
         // Writing past the block that would hold the next appended byte
         // leaves a hole: the old last block is padded first.
         if off / bs > size / bs {
-            self.pad_last_block(c, size)?;
+            self.pad_last_block(c, size, &mut clen)?;
         }
         let mut pbuf = vec![0u8; PLAIN_BS];
         let mut pos = off;
@@ -235,13 +248,13 @@ impl CipherFile {
                 // A run of whole blocks: one bulk encryption and one pwrite.
                 let run = ((end - pos) / bs) as usize * PLAIN_BS;
                 let at = (pos - off) as usize;
-                self.write_block(c, block, &data[at..at + run])?;
+                self.write_block(c, block, &data[at..at + run], &mut clen)?;
                 pos += run as u64;
                 continue;
             }
             if skip == 0 && block_start + take as u64 >= size {
                 // The whole block, or everything of it that will exist.
-                self.write_block(c, block, src)?;
+                self.write_block(c, block, src, &mut clen)?;
             } else {
                 let old = if block_start < size {
                     self.read_block(c, block, &mut pbuf)?
@@ -252,7 +265,7 @@ impl CipherFile {
                 pbuf[skip..skip + take].copy_from_slice(src);
                 let len = old.max(skip + take);
                 let (b, p) = (block, pbuf[..len].to_vec());
-                self.write_block(c, b, &p)?;
+                self.write_block(c, b, &p, &mut clen)?;
             }
             pos += take as u64;
         }
@@ -337,7 +350,8 @@ impl CipherFile {
                 // Growing inside the last block: a zero byte at the new end.
                 return self.write_at(c, &[0u8], new_size - 1);
             }
-            self.pad_last_block(c, size)?;
+            let mut clen = c.cipher_size(size);
+            self.pad_last_block(c, size, &mut clen)?;
             if new_size / bs * bs == new_size {
                 // Block-aligned: the new blocks are all holes.
                 self.header_or_create()?;
@@ -358,7 +372,8 @@ impl CipherFile {
         set_len(&self.file, cut, &self.path)?;
         let mut last = p[..keep].to_vec();
         last.resize(rem, 0);
-        self.write_block(c, block, &last)
+        let mut clen = cut;
+        self.write_block(c, block, &last, &mut clen)
     }
 }
 
