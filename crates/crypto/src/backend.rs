@@ -3,12 +3,14 @@
 use crate::Error;
 use std::fmt;
 
-/// The implementation behind a [`crate::SectorCipher`].
+/// The implementation behind a [`crate::SectorCipher`] or an AEAD.
 ///
 /// * `Accelerated`: aws-lc's EVP interface (AES-NI/VAES assembly). aws-lc has no
 ///   AES-128-XTS or AES-192-XTS and refuses XTS keys whose halves are equal;
 ///   for those, the accelerated request is served by the portable code, and
 ///   the cipher's [`crate::SectorCipher::backend`] reports `Portable`.
+///   For AEADs, AES-256-GCM runs on this crate's VAES/AVX2 code where the
+///   CPU has it (see [`crate::aead::AeadImpl`]).
 /// * `Portable`: pure Rust on the `aes` crate (which itself detects AES-NI
 ///   and VAES at run time), with this crate's own XTS and CBC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -173,5 +173,38 @@ pub fn run(a: Args) -> CliResult {
             );
         }
     }
+    if a.cipher.is_none() {
+        aead_rows(&a)?;
+    }
+    Ok(())
+}
+
+/// The AEADs of `cryptkeep fs` on 4096-byte blocks (gocryptfs's block,
+/// 16-byte nonce, 24 bytes of associated data), on every implementation
+/// this CPU runs, so that each row compares with the others in one run.
+fn aead_rows(a: &Args) -> CliResult {
+    use cryptkeep_crypto::aead::{AeadAlg, AeadImpl};
+    use cryptkeep_crypto::bench::aead_throughput;
+    println!("#     Algorithm |     Block |        Code |            Seal |            Open");
+    for alg in [
+        AeadAlg::Aes256Gcm,
+        AeadAlg::Aes256Siv,
+        AeadAlg::XChaCha20Poly1305,
+    ] {
+        for imp in AeadImpl::ALL {
+            let (s, o) = match aead_throughput(alg, imp, 4096, a.cipher_time) {
+                Ok(r) => r,
+                // Not an implementation of this algorithm, or not on this CPU.
+                Err(cryptkeep_crypto::Error::Backend(_)) => continue,
+                Err(e) => return Err(from_crypto(&e, alg.name())),
+            };
+            println!(
+                "{:>15} {:>10}b {:>11} {s:>12.1} MiB/s {o:>12.1} MiB/s",
+                alg.name(),
+                4096,
+                imp.name()
+            );
+        }
+    }
     Ok(())
 }

@@ -59,6 +59,10 @@ impl Aead for AccelAead {
         self.alg
     }
 
+    fn implementation(&self) -> super::AeadImpl {
+        super::AeadImpl::AwsLc
+    }
+
     fn backend(&self) -> Backend {
         Backend::Accelerated
     }

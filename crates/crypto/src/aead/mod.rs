@@ -7,14 +7,18 @@
 //! and XChaCha20-Poly1305, `SIV ‖ ciphertext` for AES-SIV (as RFC 5297 and
 //! gocryptfs lay it out). Every tag is 16 bytes.
 //!
-//! [`Backend::Accelerated`] runs GCM and XChaCha20-Poly1305 on aws-lc's
-//! `EVP_AEAD` (one keyed context, shared by all threads); AES-SIV has no
-//! aws-lc implementation and always runs on the portable code.
+//! [`Backend::Accelerated`] runs GCM on this crate's VAES/VPCLMULQDQ code
+//! where the CPU has those (x86-64), and otherwise, like
+//! XChaCha20-Poly1305, on aws-lc's `EVP_AEAD` (one keyed context, shared
+//! by all threads); AES-SIV has no aws-lc implementation and always runs
+//! on the portable code. [`new_aead_with`] picks the code exactly.
 //! [`Backend::Portable`] is RustCrypto's `aes-gcm`, `aes-siv` and
 //! `chacha20poly1305`.
 
 mod accel;
 mod portable;
+#[cfg(target_arch = "x86_64")]
+mod vaes_gcm;
 
 use crate::{Backend, Error};
 use std::fmt;
@@ -84,6 +88,33 @@ impl fmt::Display for AuthError {
 
 impl std::error::Error for AuthError {}
 
+/// The code that runs an [`Aead`].
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AeadImpl {
+    /// This crate's AES-256-GCM on 256-bit VAES and VPCLMULQDQ with AVX2
+    /// (x86-64; [`Backend::Accelerated`]'s GCM where the CPU has them).
+    VaesAvx2,
+    /// aws-lc's `EVP_AEAD` ([`Backend::Accelerated`] otherwise).
+    AwsLc,
+    /// RustCrypto's crates ([`Backend::Portable`], and AES-SIV always).
+    RustCrypto,
+}
+
+impl AeadImpl {
+    /// Every implementation, fastest first.
+    pub const ALL: [AeadImpl; 3] = [AeadImpl::VaesAvx2, AeadImpl::AwsLc, AeadImpl::RustCrypto];
+
+    /// A short name: `vaes-avx2`, `aws-lc` or `rustcrypto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AeadImpl::VaesAvx2 => "vaes-avx2",
+            AeadImpl::AwsLc => "aws-lc",
+            AeadImpl::RustCrypto => "rustcrypto",
+        }
+    }
+}
+
 /// A keyed AEAD, usable from many threads at once.
 pub trait Aead: Send + Sync {
     /// The algorithm.
@@ -91,6 +122,9 @@ pub trait Aead: Send + Sync {
 
     /// The backend that actually runs it.
     fn backend(&self) -> Backend;
+
+    /// The code that runs it.
+    fn implementation(&self) -> AeadImpl;
 
     /// Seals `plaintext` into `out`, which must be exactly
     /// `plaintext.len() + TAG_LEN` bytes long (layout: see the module docs).
@@ -119,8 +153,21 @@ pub trait Aead: Send + Sync {
 }
 
 /// Keys `alg` with `key` on `backend`. AES-SIV always runs on the portable
-/// backend (its [`Aead::backend`] says so).
+/// backend (its [`Aead::backend`] says so); accelerated AES-256-GCM runs on
+/// [`AeadImpl::VaesAvx2`] where the CPU allows.
 pub fn new_aead(alg: AeadAlg, key: &[u8], backend: Backend) -> Result<Box<dyn Aead>, Error> {
+    let choice = match (backend, alg) {
+        (Backend::Accelerated, AeadAlg::Aes256Gcm) if vaes_available() => AeadImpl::VaesAvx2,
+        (Backend::Accelerated, AeadAlg::Aes256Gcm | AeadAlg::XChaCha20Poly1305) => AeadImpl::AwsLc,
+        _ => AeadImpl::RustCrypto,
+    };
+    new_aead_with(alg, key, choice)
+}
+
+/// Keys `alg` with `key` on exactly `imp` (for benchmarks and
+/// cross-checks); fails if `imp` does not implement `alg` or this CPU
+/// cannot run it.
+pub fn new_aead_with(alg: AeadAlg, key: &[u8], imp: AeadImpl) -> Result<Box<dyn Aead>, Error> {
     if key.len() != alg.key_len() {
         return Err(Error::InvalidKeySize {
             spec: alg.name().to_string(),
@@ -128,12 +175,28 @@ pub fn new_aead(alg: AeadAlg, key: &[u8], backend: Backend) -> Result<Box<dyn Ae
             allowed: if alg.key_len() == 64 { "64" } else { "32" },
         });
     }
-    match (backend, alg) {
-        (Backend::Accelerated, AeadAlg::Aes256Gcm | AeadAlg::XChaCha20Poly1305) => {
+    let unsupported = || Error::Backend(format!("{} does not run {alg} here", imp.name()));
+    match imp {
+        #[cfg(target_arch = "x86_64")]
+        AeadImpl::VaesAvx2 if alg == AeadAlg::Aes256Gcm => {
+            let key: &[u8; 32] = key.try_into().map_err(|_| unsupported())?;
+            let g = vaes_gcm::VaesGcm::new(key).ok_or_else(unsupported)?;
+            Ok(Box::new(g))
+        }
+        AeadImpl::AwsLc if alg != AeadAlg::Aes256Siv => {
             Ok(Box::new(accel::AccelAead::new(alg, key)?))
         }
-        _ => portable::new(alg, key),
+        AeadImpl::RustCrypto => portable::new(alg, key),
+        _ => Err(unsupported()),
     }
+}
+
+/// Whether this CPU runs [`AeadImpl::VaesAvx2`].
+fn vaes_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return vaes_gcm::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Checks the shapes of a seal call.

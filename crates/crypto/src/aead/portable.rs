@@ -66,6 +66,10 @@ where
         self.alg
     }
 
+    fn implementation(&self) -> super::AeadImpl {
+        super::AeadImpl::RustCrypto
+    }
+
     fn backend(&self) -> Backend {
         Backend::Portable
     }
@@ -140,6 +144,10 @@ struct Gcm {
 impl Aead for Gcm {
     fn alg(&self) -> AeadAlg {
         AeadAlg::Aes256Gcm
+    }
+
+    fn implementation(&self) -> super::AeadImpl {
+        super::AeadImpl::RustCrypto
     }
 
     fn backend(&self) -> Backend {
