@@ -8,7 +8,8 @@
 //! gocryptfs lay it out). Every tag is 16 bytes.
 //!
 //! [`Backend::Accelerated`] runs GCM on this crate's VAES/VPCLMULQDQ code
-//! where the CPU has those (x86-64), and otherwise, like
+//! where the CPU has those but no AVX-512 (x86-64; with AVX-512 aws-lc's
+//! own VAES code is wider), and otherwise, like
 //! XChaCha20-Poly1305, on aws-lc's `EVP_AEAD` (one keyed context, shared
 //! by all threads); AES-SIV has no aws-lc implementation and always runs
 //! on the portable code. [`new_aead_with`] picks the code exactly.
@@ -93,7 +94,8 @@ impl std::error::Error for AuthError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AeadImpl {
     /// This crate's AES-256-GCM on 256-bit VAES and VPCLMULQDQ with AVX2
-    /// (x86-64; [`Backend::Accelerated`]'s GCM where the CPU has them).
+    /// (x86-64; [`Backend::Accelerated`]'s GCM where the CPU has them and
+    /// no AVX-512).
     VaesAvx2,
     /// aws-lc's `EVP_AEAD` ([`Backend::Accelerated`] otherwise).
     AwsLc,
@@ -157,7 +159,7 @@ pub trait Aead: Send + Sync {
 /// [`AeadImpl::VaesAvx2`] where the CPU allows.
 pub fn new_aead(alg: AeadAlg, key: &[u8], backend: Backend) -> Result<Box<dyn Aead>, Error> {
     let choice = match (backend, alg) {
-        (Backend::Accelerated, AeadAlg::Aes256Gcm) if vaes_available() => AeadImpl::VaesAvx2,
+        (Backend::Accelerated, AeadAlg::Aes256Gcm) if vaes_preferred() => AeadImpl::VaesAvx2,
         (Backend::Accelerated, AeadAlg::Aes256Gcm | AeadAlg::XChaCha20Poly1305) => AeadImpl::AwsLc,
         _ => AeadImpl::RustCrypto,
     };
@@ -191,10 +193,11 @@ pub fn new_aead_with(alg: AeadAlg, key: &[u8], imp: AeadImpl) -> Result<Box<dyn 
     }
 }
 
-/// Whether this CPU runs [`AeadImpl::VaesAvx2`].
-fn vaes_available() -> bool {
+/// Whether this CPU runs [`AeadImpl::VaesAvx2`] and aws-lc has nothing
+/// wider (its VAES GCM needs AVX-512).
+fn vaes_preferred() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return vaes_gcm::available();
+    return vaes_gcm::preferred();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }

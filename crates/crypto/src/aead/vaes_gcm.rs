@@ -33,6 +33,15 @@ pub(super) fn available() -> bool {
     })
 }
 
+/// Whether [`VaesGcm`] should be preferred to aws-lc: only where aws-lc
+/// has no wide GCM of its own (its VAES code needs AVX-512).
+pub(super) fn preferred() -> bool {
+    available()
+        && !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl"))
+}
+
 /// A keyed AES-256-GCM on VAES/VPCLMULQDQ. Construct it only where
 /// [`available`] holds.
 pub(super) struct VaesGcm {

@@ -3,6 +3,7 @@
 //! lookup counts. Hard links give one inode several paths.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 
 use foldhash::fast::RandomState;
 use std::path::{Path, PathBuf};
@@ -16,11 +17,13 @@ struct Node {
     lookups: u64,
 }
 
-/// Inode number → cipher paths, with the reverse index.
+/// Inode number → cipher paths, with the reverse index. The index is
+/// keyed by the paths' bytes (hashing a `Path` parses its components, and
+/// a tree walk records every entry it lists).
 #[derive(Debug)]
 pub(crate) struct Inodes {
     nodes: HashMap<u64, Node, RandomState>,
-    by_path: HashMap<PathBuf, u64, RandomState>,
+    by_path: HashMap<OsString, u64, RandomState>,
 }
 
 impl Inodes {
@@ -35,7 +38,7 @@ impl Inodes {
             },
         );
         let mut by_path = HashMap::default();
-        by_path.insert(root.to_path_buf(), ROOT_INO);
+        by_path.insert(root.as_os_str().to_owned(), ROOT_INO);
         Inodes { nodes, by_path }
     }
 
@@ -46,17 +49,30 @@ impl Inodes {
 
     /// Records a kernel lookup of `ino` at `path`.
     pub(crate) fn looked_up(&mut self, ino: u64, path: &Path) {
-        if let Some(old) = self.by_path.insert(path.to_path_buf(), ino) {
+        let key = path.as_os_str();
+        if self.by_path.get(key) == Some(&ino) {
+            // Known under this name (a walk listing it again): count it.
+            if let Some(n) = self.nodes.get_mut(&ino) {
+                n.lookups += 1;
+                if let Some(i) = n.paths.iter().position(|p| p.as_os_str() == key) {
+                    n.paths.swap(0, i);
+                    return;
+                }
+                n.paths.insert(0, path.to_path_buf());
+                return;
+            }
+        }
+        if let Some(old) = self.by_path.insert(key.to_owned(), ino) {
             if old != ino {
                 // The name now belongs to another inode.
                 if let Some(n) = self.nodes.get_mut(&old) {
-                    n.paths.retain(|p| p != path);
+                    n.paths.retain(|p| p.as_os_str() != key);
                 }
             }
         }
         let n = self.nodes.entry(ino).or_default();
         n.lookups += 1;
-        if let Some(i) = n.paths.iter().position(|p| p == path) {
+        if let Some(i) = n.paths.iter().position(|p| p.as_os_str() == key) {
             // Most recently used path first.
             n.paths.swap(0, i);
         } else {
@@ -74,8 +90,8 @@ impl Inodes {
             if n.lookups == 0 {
                 if let Some(n) = self.nodes.remove(&ino) {
                     for p in n.paths {
-                        if self.by_path.get(&p) == Some(&ino) {
-                            self.by_path.remove(&p);
+                        if self.by_path.get(p.as_os_str()) == Some(&ino) {
+                            self.by_path.remove(p.as_os_str());
                         }
                     }
                 }
@@ -85,9 +101,10 @@ impl Inodes {
 
     /// `path` no longer exists (unlink, rmdir, replaced by a rename).
     pub(crate) fn remove_path(&mut self, path: &Path) {
-        if let Some(ino) = self.by_path.remove(path) {
+        let key = path.as_os_str();
+        if let Some(ino) = self.by_path.remove(key) {
             if let Some(n) = self.nodes.get_mut(&ino) {
-                n.paths.retain(|p| p != path);
+                n.paths.retain(|p| p.as_os_str() != key);
             }
         }
     }
@@ -97,8 +114,8 @@ impl Inodes {
     pub(crate) fn rename(&mut self, old: &Path, new: &Path, is_dir: bool) {
         self.remove_path(new);
         if !is_dir {
-            if let Some(ino) = self.by_path.remove(old) {
-                self.by_path.insert(new.to_path_buf(), ino);
+            if let Some(ino) = self.by_path.remove(old.as_os_str()) {
+                self.by_path.insert(new.as_os_str().to_owned(), ino);
                 if let Some(n) = self.nodes.get_mut(&ino) {
                     for p in n.paths.iter_mut().filter(|p| p.as_path() == old) {
                         *p = new.to_path_buf();
@@ -110,8 +127,8 @@ impl Inodes {
         let moved: Vec<(PathBuf, u64)> = self
             .by_path
             .iter()
-            .filter(|(p, _)| p.starts_with(old))
-            .map(|(p, i)| (p.clone(), *i))
+            .filter(|(p, _)| Path::new(p).starts_with(old))
+            .map(|(p, i)| (PathBuf::from(p), *i))
             .collect();
         for (p, ino) in moved {
             let rest = p
@@ -123,8 +140,8 @@ impl Inodes {
             } else {
                 new.join(rest)
             };
-            self.by_path.remove(&p);
-            self.by_path.insert(np.clone(), ino);
+            self.by_path.remove(p.as_os_str());
+            self.by_path.insert(np.as_os_str().to_owned(), ino);
             if let Some(n) = self.nodes.get_mut(&ino) {
                 for q in n.paths.iter_mut().filter(|q| **q == p) {
                     *q = np.clone();

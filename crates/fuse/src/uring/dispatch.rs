@@ -143,9 +143,11 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         }
         READDIRPLUS => {
             let (l, pos) = fs.dir_items(ino, f.u64(8))?;
+            let size = f.u32(16) as usize;
+            // Room for the whole answer up front (no growing per entry).
             let mut sink = PlusSink {
-                out: Out::default(),
-                size: f.u32(16) as usize,
+                out: Out(Vec::with_capacity(size.min(1 << 20))),
+                size,
             };
             let r = fs.fill_readdirplus(&l, pos, &mut sink);
             fs.dir_read_done(&l, pos);
