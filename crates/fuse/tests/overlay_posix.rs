@@ -150,6 +150,33 @@ fn steps(root: &Path) -> Vec<String> {
     o.push(res(fs::remove_file(p("e/x"))));
     o.push(res(fs::remove_dir(p("e"))));
     o.push(meta(&p("e")));
+    // Removals in directories that were renamed, replaced or are not
+    // directories at all.
+    fs::create_dir(p("r")).unwrap();
+    fs::write(p("r/a"), b"a").unwrap();
+    fs::write(p("r/b"), b"b").unwrap();
+    o.push(res(fs::remove_file(p("r/a"))));
+    o.push(res(fs::rename(p("r"), p("moved"))));
+    o.push(res(fs::remove_file(p("moved/b"))));
+    o.push(res(fs::remove_file(p("r/b"))));
+    fs::create_dir(p("moved/sub")).unwrap();
+    fs::create_dir(p("t2")).unwrap();
+    o.push(res(fs::rename(p("t2"), p("moved/sub"))));
+    o.push(res(fs::read_dir(p("moved/sub")).map(|d| d.count())));
+    o.push(res(fs::remove_dir(p("moved/sub"))));
+    o.push(res(fs::remove_dir(p("moved"))));
+    fs::create_dir(p("moved")).unwrap();
+    fs::write(p("moved/c"), b"c").unwrap();
+    o.push(res(fs::remove_file(p("moved/c"))));
+    o.push(res(fs::remove_dir(p("moved"))));
+    fs::write(p("plain"), b"p").unwrap();
+    o.push(res(fs::remove_dir(p("plain"))));
+    fs::create_dir(p("target")).unwrap();
+    std::os::unix::fs::symlink("target", p("link")).unwrap();
+    o.push(res(fs::remove_dir(p("link"))));
+    o.push(res(fs::remove_file(p("link"))));
+    o.push(res(fs::remove_dir(p("target"))));
+    o.push(res(fs::remove_file(p("plain"))));
     // Names.
     o.push(res(fs::write(p(&"n".repeat(255)), b"max")));
     o.push(res(fs::write(p(&"n".repeat(256)), b"too long")));

@@ -1,10 +1,12 @@
 //! Thin wrappers over the system calls the tree walkers need and `std`
 //! lacks: SEEK_DATA/SEEK_HOLE, utimensat without following symlinks,
 //! extended attributes on the link itself, mknod/mkfifo, renameat2,
-//! statvfs. Used by the tree walkers and the FUSE frontend.
+//! statvfs, and the `*at` calls that resolve one name in an open
+//! directory. Used by the tree walkers and the FUSE frontend.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -199,39 +201,117 @@ pub fn rename2(old: &Path, new: &Path, flags: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Runs `f` on `name` NUL-terminated: on the stack for names up to
+/// NAME_MAX (no allocation), else on the heap. A name holding a NUL is
+/// EINVAL.
+fn with_cname<T>(name: &OsStr, f: impl FnOnce(&CStr) -> io::Result<T>) -> io::Result<T> {
+    let b = name.as_bytes();
+    let inval = || io::Error::from_raw_os_error(libc::EINVAL);
+    let mut buf = [0u8; 256];
+    if b.len() < buf.len() {
+        buf[..b.len()].copy_from_slice(b);
+        f(CStr::from_bytes_with_nul(&buf[..=b.len()]).map_err(|_| inval())?)
+    } else {
+        f(&CString::new(b).map_err(|_| inval())?)
+    }
+}
+
 /// `fstatat(2)` of `name` in the open directory `dir`, not following a
 /// final symlink: one path component to resolve, where a stat by full
 /// path walks every component from `/` again.
-pub fn lstat_at(dir: &std::fs::File, name: &OsStr) -> io::Result<libc::stat> {
-    let b = name.as_bytes();
-    // Names up to NAME_MAX are NUL-terminated on the stack (no allocation).
-    let mut buf = [0u8; 256];
-    let heap;
-    let c: &[u8] = if b.len() < buf.len() {
-        buf[..b.len()].copy_from_slice(b);
-        &buf[..=b.len()]
-    } else {
-        heap = CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        heap.as_bytes_with_nul()
-    };
-    if c[..c.len() - 1].contains(&0) {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+pub fn lstat_at(dir: &impl AsFd, name: &OsStr) -> io::Result<libc::stat> {
+    with_cname(name, |c| {
+        // SAFETY: an all-zero stat is a valid value of this plain C struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is NUL-terminated, `dir` is an open descriptor and `st` is writable.
+        let r = unsafe {
+            libc::fstatat(
+                dir.as_fd().as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    })
+}
+
+/// `openat(2)` of `name` in the open directory `dir` with `flags`
+/// (`O_CLOEXEC` added) and, when created, `mode`.
+pub fn open_at(dir: &impl AsFd, name: &OsStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    with_cname(name, |c| {
+        // SAFETY: `c` is NUL-terminated and `dir` an open descriptor; openat
+        // returns a new descriptor or -1.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_fd().as_raw_fd(),
+                c.as_ptr(),
+                flags | libc::O_CLOEXEC,
+                mode as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    })
+}
+
+/// `unlinkat(2)` of `name` in the open directory `dir` (`flags`:
+/// 0 for a file, `AT_REMOVEDIR` for a directory).
+pub fn unlink_at(dir: &impl AsFd, name: &OsStr, flags: i32) -> io::Result<()> {
+    with_cname(name, |c| {
+        // SAFETY: `c` is NUL-terminated and `dir` an open descriptor.
+        if unsafe { libc::unlinkat(dir.as_fd().as_raw_fd(), c.as_ptr(), flags) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    })
+}
+
+/// The names in the directory open (for reading) as `dir`, without "."
+/// and "..": `getdents64(2)` from the descriptor's current position.
+pub fn dir_names(dir: &impl AsFd) -> io::Result<Vec<OsString>> {
+    // d_ino (8), d_off (8), d_reclen (2), d_type (1), then the name.
+    const NAME_AT: usize = 19;
+    let mut buf = vec![0u8; 8192];
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: `buf` is writable for its length; getdents64 writes at
+        // most that many bytes of whole records.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_fd().as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n == 0 {
+            return Ok(names);
+        }
+        let mut at = 0;
+        while at + NAME_AT <= n {
+            let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
+            if reclen < NAME_AT || at + reclen > n {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let rec = &buf[at + NAME_AT..at + reclen];
+            let name = &rec[..rec.iter().position(|&b| b == 0).unwrap_or(rec.len())];
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+            at += reclen;
+        }
     }
-    // SAFETY: an all-zero stat is a valid value of this plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is NUL-terminated, `dir` is an open descriptor and `st` is writable.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr().cast(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st)
 }
 
 /// `statvfs(3)` of the file system holding `p`.

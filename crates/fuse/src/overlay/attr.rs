@@ -87,6 +87,29 @@ pub(crate) fn attr_stat(cd: &CipherDir, path: &Path, st: &libc::stat, root_ino: 
     }
 }
 
+/// The attributes sent with the "." and ".." entries of a READDIRPLUS
+/// answer: the kernel takes only their inode number and type from it
+/// (`fuse_direntplus_link` skips dot entries), so nothing is stat'ed.
+pub(crate) fn dot_attr(ino: u64) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::Directory,
+        perm: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 /// The `stat(2)` fields of `m` that [`attr_stat`] reads.
 fn raw_stat(m: &Metadata) -> libc::stat {
     // SAFETY: an all-zero stat is a valid value of this plain C struct.

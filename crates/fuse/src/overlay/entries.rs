@@ -9,10 +9,12 @@ use cryptkeep_overlay::sys;
 use cryptkeep_overlay::{CipherName, DirIv, NameMode};
 use fuser::{Errno, FileAttr, FileType, RenameFlags};
 use std::ffi::{OsStr, OsString};
-use std::os::unix::fs::{DirEntryExt, PermissionsExt};
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirEntryExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::attr::{attr, attr_stat, errno, ino_of, io_errno, kind};
+use super::attr::{attr, attr_stat, dot_attr, errno, ino_of, io_errno, kind};
 use super::fs::OverlayFs;
 use super::listings::Listing;
 use super::prefetch::{Prefetch, Ready};
@@ -287,9 +289,13 @@ impl OverlayFs {
         }
         let (dir, cn) = self.child(parent, name)?;
         let path = dir.join(&cn.on_disk);
+        let dfd = self.dir_fds.get(parent, &dir).map_err(|e| io_errno(&e))?;
         // Held open across the unlink, the file is freed by the reaper.
-        let pinned = self.reaper.as_ref().and_then(|_| reaper::pin(&path).ok());
-        std::fs::remove_file(&path).map_err(|e| io_errno(&e))?;
+        let pinned = self
+            .reaper
+            .as_ref()
+            .and_then(|_| reaper::pin_at(&*dfd, OsStr::new(&cn.on_disk)).ok());
+        sys::unlink_at(&*dfd, OsStr::new(&cn.on_disk), 0).map_err(|e| io_errno(&e))?;
         if let (Some(r), Some(fd)) = (&self.reaper, pinned) {
             r.release(fd);
         }
@@ -301,34 +307,50 @@ impl OverlayFs {
         Ok(())
     }
 
-    /// Removes an (plaintext-)empty cipher directory: its diriv, then itself.
-    fn remove_dir(&self, path: &Path) -> R<()> {
+    /// Removes the (plaintext-)empty cipher directory `name` of the open
+    /// directory `parent`: its diriv, then itself (the diriv is put back
+    /// when the directory cannot go). Answers the removed directory's
+    /// FUSE inode number.
+    fn remove_dir_at(&self, parent: &impl AsFd, name: &OsStr) -> R<u64> {
+        let not_dir = |e: std::io::Error| match e.raw_os_error() {
+            Some(libc::ELOOP) => Errno::ENOTDIR,
+            _ => io_errno(&e),
+        };
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+        let fd = sys::open_at(parent, name, flags, 0).map_err(not_dir)?;
+        let dir = std::fs::File::from(fd);
+        let ino = dir.metadata().map_err(|e| io_errno(&e))?.ino();
+        let diriv = OsStr::new(DIRIV_NAME);
         let mut has_diriv = false;
-        for e in std::fs::read_dir(path).map_err(|e| io_errno(&e))? {
-            let e = e.map_err(|e| io_errno(&e))?;
-            if e.file_name() == DIRIV_NAME
-                && self.cd.names().mode() == (NameMode::Eme { diriv: true })
-            {
+        for n in sys::dir_names(&dir).map_err(|e| io_errno(&e))? {
+            if n == diriv && self.cd.names().mode() == (NameMode::Eme { diriv: true }) {
                 has_diriv = true;
             } else {
                 return Err(Errno::ENOTEMPTY);
             }
         }
-        let diriv = path.join(DIRIV_NAME);
         let saved = if has_diriv {
-            let b = std::fs::read(&diriv).map_err(|e| io_errno(&e))?;
-            std::fs::remove_file(&diriv).map_err(|e| io_errno(&e))?;
+            let mut b = Vec::new();
+            let f = sys::open_at(&dir, diriv, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+                .map_err(|e| io_errno(&e))?;
+            std::fs::File::from(f)
+                .read_to_end(&mut b)
+                .map_err(|e| io_errno(&e))?;
+            sys::unlink_at(&dir, diriv, 0).map_err(|e| io_errno(&e))?;
             Some(b)
         } else {
             None
         };
-        if let Err(e) = std::fs::remove_dir(path) {
+        if let Err(e) = sys::unlink_at(parent, name, libc::AT_REMOVEDIR) {
             if let Some(b) = saved {
-                let _ = std::fs::write(&diriv, b);
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+                if let Ok(f) = sys::open_at(&dir, diriv, flags, 0o400) {
+                    let _ = std::fs::File::from(f).write_all(&b);
+                }
             }
             return Err(io_errno(&e));
         }
-        Ok(())
+        Ok(ino_of(ino, self.root_ino))
     }
 
     pub(crate) fn do_rmdir(&self, parent: u64, name: &OsStr) -> R<()> {
@@ -338,11 +360,9 @@ impl OverlayFs {
         }
         let (dir, cn) = self.child(parent, name)?;
         let path = dir.join(&cn.on_disk);
-        let m = std::fs::symlink_metadata(&path).map_err(|e| io_errno(&e))?;
-        if !m.is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
-        self.remove_dir(&path)?;
+        let dfd = self.dir_fds.get(parent, &dir).map_err(|e| io_errno(&e))?;
+        let gone = self.remove_dir_at(&*dfd, OsStr::new(&cn.on_disk))?;
+        self.dir_fds.forget(gone);
         self.forget_dir_iv(&path);
         Self::drop_long_name(&dir, &cn);
         self.inodes
@@ -396,7 +416,12 @@ impl OverlayFs {
             }
             // An empty target directory still holds its diriv: remove it first.
             if nm.is_dir() && om.is_dir() {
-                self.remove_dir(&new)?;
+                let dfd = self
+                    .dir_fds
+                    .get(newparent, &ndir)
+                    .map_err(|e| io_errno(&e))?;
+                let gone = self.remove_dir_at(&*dfd, OsStr::new(&ncn.on_disk))?;
+                self.dir_fds.forget(gone);
                 self.forget_dir_iv(&new);
             }
         }
@@ -438,6 +463,10 @@ impl OverlayFs {
         pos: usize,
         reply: &mut dyn super::ops::DirPlusSink,
     ) -> R<()> {
+        if pos >= listing.items.len() {
+            // The end of the listing: an empty answer.
+            return Ok(());
+        }
         let ino = listing.ino;
         let dir = self.path_of(ino)?;
         let mut looked_up = Vec::new();
@@ -447,7 +476,7 @@ impl OverlayFs {
         let mut dir_fd = None;
         for (i, it) in listing.items.iter().enumerate().skip(pos) {
             let (a, path) = if it.cipher.is_empty() {
-                (self.attr_of(ino)?, None)
+                (dot_attr(ino), None)
             } else {
                 let a = match pre {
                     Some(s) => s.attrs.get(i).copied().flatten(),

@@ -13,10 +13,12 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::data::OpenFiles;
+use super::dirfds::DirFds;
 use super::inodes::Inodes;
 use super::listings::Listings;
 use super::ops::{SetAttr, XattrAnswer};
@@ -46,6 +48,8 @@ pub(crate) struct OverlayFs {
     pub(crate) prefetch: Arc<Prefetch>,
     /// Frees removed files off the request path (`reaper.rs`).
     pub(crate) reaper: Option<Arc<Reaper>>,
+    /// Directories entries are removed from, kept open (`dirfds.rs`).
+    pub(crate) dir_fds: Arc<DirFds>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
     pub(crate) is_root: bool,
@@ -54,6 +58,9 @@ pub(crate) struct OverlayFs {
     pub(crate) ttl: Duration,
     /// Ask the kernel for FUSE over io_uring at INIT.
     pub(crate) io_uring: bool,
+    /// The `/dev/fuse` request the last FORGET came with (see
+    /// [`FORGET_PAUSE`]).
+    forget_read: Arc<AtomicU64>,
 }
 
 impl OverlayFs {
@@ -70,6 +77,7 @@ impl OverlayFs {
             files: Arc::default(),
             listings: Arc::default(),
             prefetch: Arc::new(Prefetch::new(ttl)),
+            dir_fds: Arc::new(DirFds::new(ttl)),
             ttl,
             reaper: if read_only {
                 None
@@ -77,6 +85,7 @@ impl OverlayFs {
                 Reaper::start().map(Arc::new)
             },
             io_uring: false,
+            forget_read: Arc::default(),
             read_only,
             writeback_cache: writeback_cache && !read_only,
             root_ino,
@@ -86,6 +95,14 @@ impl OverlayFs {
         })
     }
 }
+
+/// How long the `/dev/fuse` thread of an io_uring mount pauses before it
+/// handles the FORGETs one read brought. Every FORGET queued while a
+/// reader waits on `/dev/fuse` wakes it: a cross-CPU wake-up, paid in the
+/// process that removed or evicted the file, per file. While nobody waits
+/// the kernel only queues them, and the next read takes them all as one
+/// BATCH_FORGET. Only INIT, FORGET and INTERRUPT come that way then.
+const FORGET_PAUSE: Duration = Duration::from_millis(10);
 
 fn ts(t: TimeOrNow) -> Option<(i64, i64)> {
     match t {
@@ -135,9 +152,18 @@ impl Filesystem for OverlayFs {
         }
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        if let Ok(mut t) = self.inodes.lock() {
-            t.forget(ino.0, nlookup);
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        // (fuser's BATCH_FORGET calls this per node, with the same request.)
+        let read = req.unique().0;
+        if self.io_uring && self.forget_read.swap(read, Ordering::Relaxed) != read {
+            std::thread::sleep(FORGET_PAUSE);
+        }
+        let gone = self
+            .inodes
+            .lock()
+            .is_ok_and(|mut t| t.forget(ino.0, nlookup));
+        if gone {
+            self.dir_fds.forget(ino.0);
         }
     }
 

@@ -80,10 +80,11 @@ impl Inodes {
         }
     }
 
-    /// The kernel forgot `count` lookups of `ino`.
-    pub(crate) fn forget(&mut self, ino: u64, count: u64) {
+    /// The kernel forgot `count` lookups of `ino`; true when that was the
+    /// last and `ino` is gone from the table.
+    pub(crate) fn forget(&mut self, ino: u64, count: u64) -> bool {
         if ino == ROOT_INO {
-            return;
+            return false;
         }
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.lookups = n.lookups.saturating_sub(count);
@@ -95,8 +96,10 @@ impl Inodes {
                         }
                     }
                 }
+                return true;
             }
         }
+        false
     }
 
     /// `path` no longer exists (unlink, rmdir, replaced by a rename).
@@ -184,7 +187,8 @@ mod tests {
         assert_eq!(t.path(7).unwrap(), Path::new("/c/ab"));
         t.rename(Path::new("/c/ab"), Path::new("/c/ac"), false);
         assert_eq!(t.path(7).unwrap(), Path::new("/c/ac"));
-        t.forget(7, 2);
+        assert!(!t.forget(7, 1), "one lookup of two left");
+        assert!(t.forget(7, 1), "the last lookup forgotten");
         assert!(t.path(7).is_none());
         t.looked_up(7, Path::new("/c/ac"));
         t.looked_up(8, Path::new("/c/d"));
@@ -193,7 +197,7 @@ mod tests {
         assert_eq!(t.path(7).unwrap(), Path::new("/c/d"));
         assert_eq!(t.path(8).unwrap(), Path::new("/c/ac"));
         assert_eq!(t.path(9).unwrap(), Path::new("/c/ac/x"));
-        t.forget(ROOT_INO, 10);
+        assert!(!t.forget(ROOT_INO, 10));
         assert!(t.path(ROOT_INO).is_some());
     }
 }

@@ -16,6 +16,7 @@
 
 pub(crate) mod attr;
 mod data;
+mod dirfds;
 pub(crate) mod entries;
 pub(crate) mod fs;
 mod inodes;

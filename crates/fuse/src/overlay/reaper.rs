@@ -16,12 +16,11 @@
 //! flushes its deferred inactivations on ENOSPC).
 
 use super::fs::OverlayFs;
+use cryptkeep_overlay::sys;
 use fuser::Errno;
-use std::ffi::CString;
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -52,25 +51,11 @@ impl OverlayFs {
     }
 }
 
-/// Opens `path` itself (`O_PATH | O_NOFOLLOW`: no access needed, a
-/// symlink is not followed), which keeps its inode alive after the last
-/// name is removed.
-pub(crate) fn pin(path: &Path) -> io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `c` is a NUL-terminated path; open returns a new descriptor
-    // or -1 and touches no memory of ours.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// Opens entry `name` of the open directory `dir` itself (`O_PATH |
+/// O_NOFOLLOW`: no access needed, a symlink is not followed), which keeps
+/// its inode alive after the last name is removed.
+pub(crate) fn pin_at(dir: &impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
+    sys::open_at(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
 }
 
 #[derive(Default)]
