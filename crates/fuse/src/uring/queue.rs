@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::abi::{InHeader, IN_HEADER_LEN};
+use super::abi::{InHeader, IN_HEADER_LEN, READDIR, READDIRPLUS};
 use super::dispatch::handle;
 use super::entry::{
     cmd_sqe, write_out_header, Entry, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_IN_OUT, OP_IN,
@@ -23,7 +23,8 @@ const ENTRIES_PER_QUEUE: usize = 4;
 /// It yields the CPU between polls, so the caller it just answered runs
 /// on the same CPU at once and its next request finds the thread awake:
 /// a synchronous caller (`rm -r`, `tar -x`) then costs two plain switches
-/// per request instead of a sleep and a wake-up.
+/// per request instead of a sleep and a wake-up. Not after a directory
+/// listing (see [`serve_one`]).
 fn spin_time() -> Duration {
     let us = std::env::var("CRYPTKEEP_FS_URING_SPIN_US")
         .ok()
@@ -143,6 +144,8 @@ fn serve_entries(
     let started = Instant::now();
     let mut done = Vec::new();
     let mut handed_back = Vec::new();
+    // Whether to poll before sleeping: not after a directory listing.
+    let mut poll = true;
     while reader.live() > 0 {
         // Poll for a while before sleeping, yielding to whatever else
         // wants this CPU (the caller just answered): a CPU that goes idle
@@ -153,7 +156,7 @@ fn serve_entries(
         loop {
             ring.submit_and_poll()?;
             ring.drain(&mut done);
-            if !done.is_empty() || reader.busy() || t0.elapsed() >= spin {
+            if !done.is_empty() || reader.busy() || !poll || t0.elapsed() >= spin {
                 break;
             }
             std::thread::yield_now();
@@ -173,7 +176,7 @@ fn serve_entries(
                 reader.take_handed_back(&mut handed_back);
                 for i in handed_back.drain(..) {
                     if let Some(e) = entries.get_mut(i) {
-                        serve_one(fs, reader, &mut ring, fd, qid, e, i)?;
+                        poll = serve_one(fs, reader, &mut ring, fd, qid, e, i)?;
                     }
                 }
                 if res >= 0 || res == -libc::EINTR || res == -libc::EAGAIN {
@@ -208,14 +211,21 @@ fn serve_entries(
                 }
                 continue;
             }
-            serve_one(fs, reader, &mut ring, fd, qid, e, i)?;
+            poll = serve_one(fs, reader, &mut ring, fd, qid, e, i)?;
         }
     }
     Ok(())
 }
 
 /// Answers the request in entry `i` and queues its commit, or hands it to
-/// the helper if it is a large READ.
+/// the helper if it is a large READ. Answers whether the queue should
+/// poll for the next request before it sleeps: not after a directory
+/// listing. A tree walker (`du`, `find`, `rsync`) that gets one spends
+/// tens of microseconds in the kernel making its entries' inodes, on this
+/// CPU (requests come to the queue of the CPU they were made on), and
+/// meanwhile a polling thread only takes turns with it: `du` of a source
+/// tree ran ~20 % faster without polling, where an untar, whose next
+/// request follows at once, ran ~15 % slower.
 fn serve_one(
     fs: &OverlayFs,
     reader: &Reader,
@@ -224,13 +234,15 @@ fn serve_one(
     qid: u16,
     e: &mut Entry,
     i: usize,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     if e.large_read(OFFLOAD_MIN).is_some() {
         reader.submit(i);
-        return Ok(());
+        return Ok(true);
     }
+    let opcode = InHeader::parse(&e.header()[..IN_HEADER_LEN]).opcode;
     let commit_id = answer(fs, e);
-    ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))
+    ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))?;
+    Ok(opcode != READDIRPLUS && opcode != READDIR)
 }
 
 /// Answers the request in entry `e` in place (a small READ is decrypted
