@@ -100,6 +100,16 @@ fn fill_delete_refill(tag: &str, opts: OverlayOptions) {
                         Some(libc::ENOSPC),
                         "round {round}: file {n}: {e}"
                     );
+                    // What landed of it reads back from the disk (no torn
+                    // block): a prefix of what was written.
+                    fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+                    let got = read_all(&p);
+                    let want = pattern(round + n as u8, 4 * MIB);
+                    assert!(
+                        got.len() < want.len() && got[..] == want[..got.len()],
+                        "round {round}: file {n} reads back {} bytes, not a prefix",
+                        got.len()
+                    );
                     fs::remove_file(&p).unwrap();
                     break;
                 }

@@ -114,9 +114,15 @@ impl CipherFile {
     }
 
     /// Encrypts and writes consecutive plaintext blocks from `block` on
-    /// (the last may be partial) with one `pwrite`. `clen` is the cipher
-    /// length as the caller knows it (never more than the file's), moved
-    /// past what this writes.
+    /// (the last may be partial) with one `pwrite`; into an empty file the
+    /// new header goes with block 0 in the same `pwrite`. `clen` is the
+    /// cipher length as the caller knows it (never more than the file's),
+    /// moved past what this writes.
+    ///
+    /// A full disk never leaves a torn block: a write that only appends
+    /// (starts at or past `clen`) is cut back to `clen` when it fails; one
+    /// that rewrites the last block and grows the file first reserves what
+    /// it adds (see [`Self::reserve_beyond_end`]).
     fn write_block(
         &mut self,
         c: &ContentCipher,
@@ -124,16 +130,39 @@ impl CipherFile {
         data: &[u8],
         clen: &mut u64,
     ) -> Result<()> {
-        let h = self.header_or_create()?;
+        let on_disk = self.header()?;
+        let (h, with_header) = match on_disk {
+            Some(h) => (h, false),
+            None if block == 0 => (FileHeader::random()?, true),
+            None => (self.header_or_create()?, false),
+        };
+        let hl = if with_header { HEADER_LEN } else { 0 };
         let nblocks = data.len().div_ceil(PLAIN_BS);
-        let mut cbuf = vec![0u8; data.len() + nblocks * c.block_overhead()];
-        c.encrypt_blocks_into(block, &h.id, data, &mut cbuf)?;
-        let off = HEADER_LEN as u64 + block * c.cipher_bs() as u64;
+        let mut cbuf = vec![0u8; hl + data.len() + nblocks * c.block_overhead()];
+        cbuf[..hl].copy_from_slice(&h.to_bytes()[..hl]);
+        c.encrypt_blocks_into(block, &h.id, data, &mut cbuf[hl..])?;
+        let off = (HEADER_LEN - hl) as u64 + block * c.cipher_bs() as u64;
         let end = off + cbuf.len() as u64;
-        self.reserve_beyond_end(off, end, *clen)?;
-        self.file
-            .write_all_at(&cbuf, off)
-            .map_err(|e| Error::io("write", &self.path, e))?;
+        let append = off >= *clen;
+        if !append {
+            self.reserve_beyond_end(off, end, *clen)?;
+        }
+        if let Err(e) = self.file.write_all_at(&cbuf, off) {
+            if append {
+                // Whatever part of it landed goes again (a header written
+                // earlier stays).
+                let keep = if self.header.get().is_some() {
+                    (*clen).max(HEADER_LEN as u64)
+                } else {
+                    *clen
+                };
+                let _ = self.file.set_len(keep);
+            }
+            return Err(Error::io("write", &self.path, e));
+        }
+        if with_header {
+            self.header = OnceLock::from(h);
+        }
         *clen = (*clen).max(end);
         Ok(())
     }
@@ -245,8 +274,14 @@ impl CipherFile {
             let src = &data[(pos - off) as usize..(pos - off) as usize + take];
             let block_start = block * bs;
             if skip == 0 && take == PLAIN_BS {
-                // A run of whole blocks: one bulk encryption and one pwrite.
-                let run = ((end - pos) / bs) as usize * PLAIN_BS;
+                // A run of whole blocks, with the partial last one when
+                // the write reaches the end of the file (nothing of that
+                // block is kept then): one bulk encryption and one pwrite.
+                let run = if end >= size {
+                    (end - pos) as usize
+                } else {
+                    ((end - pos) / bs) as usize * PLAIN_BS
+                };
                 let at = (pos - off) as usize;
                 self.write_block(c, block, &data[at..at + run], &mut clen)?;
                 pos += run as u64;
