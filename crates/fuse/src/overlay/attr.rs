@@ -187,21 +187,12 @@ mod tests {
 
     fn a(kind: FileType, perm: u16) -> FileAttr {
         FileAttr {
-            ino: INodeNo(2),
-            size: 0,
-            blocks: 0,
-            atime: UNIX_EPOCH,
-            mtime: UNIX_EPOCH,
-            ctime: UNIX_EPOCH,
-            crtime: UNIX_EPOCH,
             kind,
             perm,
             nlink: 1,
             uid: 1000,
             gid: 100,
-            rdev: 0,
-            blksize: 4096,
-            flags: 0,
+            ..dot_attr(2)
         }
     }
 
