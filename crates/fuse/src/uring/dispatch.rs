@@ -144,9 +144,15 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         READDIRPLUS => {
             let (l, pos) = fs.dir_items(ino, f.u64(8))?;
             let size = f.u32(16) as usize;
-            // Room for the whole answer up front (no growing per entry).
+            // Room for the whole answer up front (no growing per entry);
+            // none for the empty answer that ends a listing.
+            let room = if pos < l.items.len() {
+                size.min(1 << 20)
+            } else {
+                0
+            };
             let mut sink = PlusSink {
-                out: Out(Vec::with_capacity(size.min(1 << 20))),
+                out: Out(Vec::with_capacity(room)),
                 size,
             };
             let r = fs.fill_readdirplus(&l, pos, &mut sink);
