@@ -120,9 +120,11 @@ impl CipherFile {
     /// moved past what this writes.
     ///
     /// A full disk never leaves a torn block: a write that only appends
-    /// (starts at or past `clen`) is cut back to `clen` when it fails; one
-    /// that rewrites the last block and grows the file first reserves what
-    /// it adds (see [`Self::reserve_beyond_end`]).
+    /// (starts at or past `clen`) is cut back to `clen` when it fails; any
+    /// other first reserves its whole range (see [`Self::reserve_range`]),
+    /// which matters where it rewrites the last block and grows the file,
+    /// and where it fills a hole (writes that arrive out of order, the
+    /// later one first, leave one).
     fn write_block(
         &mut self,
         c: &ContentCipher,
@@ -145,7 +147,7 @@ impl CipherFile {
         let end = off + cbuf.len() as u64;
         let append = off >= *clen;
         if !append {
-            self.reserve_beyond_end(off, end, *clen)?;
+            self.reserve_range(off, end)?;
         }
         if let Err(e) = self.file.write_all_at(&cbuf, off) {
             if append {
@@ -167,17 +169,17 @@ impl CipherFile {
         Ok(())
     }
 
-    /// Allocates what cipher bytes `start..end` add past the end of the
-    /// file, `clen` long (`FALLOC_FL_KEEP_SIZE`), so that a full disk fails
-    /// the write before any byte of it lands: a short write would leave a
-    /// torn block that no longer authenticates. File systems without
-    /// `fallocate` are written to directly.
-    fn reserve_beyond_end(&self, start: u64, end: u64, clen: u64) -> Result<()> {
-        let from = start.max(clen);
-        if end <= from {
+    /// Allocates cipher bytes `start..end` (`FALLOC_FL_KEEP_SIZE`), past
+    /// the end of the file and in any hole inside it, so that a full disk
+    /// fails the write before any byte of it lands: a short write would
+    /// leave a torn block that no longer authenticates. Where nothing is
+    /// missing this allocates nothing. File systems without `fallocate`
+    /// are written to directly.
+    fn reserve_range(&self, start: u64, end: u64) -> Result<()> {
+        if end <= start {
             return Ok(());
         }
-        match crate::sys::fallocate(&self.file, libc::FALLOC_FL_KEEP_SIZE, from, end - from) {
+        match crate::sys::fallocate(&self.file, libc::FALLOC_FL_KEEP_SIZE, start, end - start) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
                 Err(Error::io("write", &self.path, e))
             }
