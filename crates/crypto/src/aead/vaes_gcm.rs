@@ -8,8 +8,10 @@
 //! the hash key multiplied by x, and Montgomery reduction, which is what
 //! carry-less multiplication computes without bit reflection. Sixteen blocks
 //! are multiplied by H^16..H^1 and reduced once. CTR runs sixteen blocks at
-//! a time, two per register. Opening checks the tag before it decrypts, so
-//! no plaintext is written for a message that fails.
+//! a time, two per register. Opening hashes and decrypts each 256 bytes
+//! together (one pass, the AES and carry-less units busy side by side) and
+//! wipes the output when the tag differs, so a caller never sees the
+//! plaintext of a message that fails.
 
 use super::{check_open, check_seal, Aead, AeadAlg, AuthError, TAG_LEN};
 use crate::{Backend, Error};
@@ -89,7 +91,7 @@ impl Aead for VaesGcm {
         unsafe {
             let j0 = j0(&self.hp, nonce);
             let (ct, tag) = out.split_at_mut(plaintext.len());
-            ctr_xor(&self.rk, &j0, plaintext, ct);
+            ctr_xor(&self.rk, &j0, 0, plaintext, ct);
             tag.copy_from_slice(&tag_of(&self.rk, &self.hp, &j0, ad, ct));
         }
         Ok(())
@@ -107,12 +109,11 @@ impl Aead for VaesGcm {
         // SAFETY: the constructor checked every feature these functions enable.
         unsafe {
             let j0 = j0(&self.hp, nonce);
-            let want = tag_of(&self.rk, &self.hp, &j0, ad, ct);
+            let want = open_one_pass(&self.rk, &self.hp, &j0, ad, ct, out);
             if !crate::secret::ct_eq(&want, tag) {
                 out.zeroize();
                 return Err(AuthError);
             }
-            ctr_xor(&self.rk, &j0, ct, out);
         }
         Ok(())
     }
@@ -429,52 +430,100 @@ fn tag_of(rk: &[[u8; 16]; 15], hp: &Powers, j0: &[u8; 16], ad: &[u8], ct: &[u8])
     store(_mm_xor_si128(s, encrypt_block(rk, load(j0))))
 }
 
-/// GCTR (SP 800-38D §6.5) from inc32(J0): `out` = `input` XOR the key
-/// stream; the two are equally long.
-#[target_feature(enable = "aes,avx2,vaes")]
-fn ctr_xor(rk: &[[u8; 16]; 15], j0: &[u8; 16], input: &[u8], out: &mut [u8]) {
-    debug_assert_eq!(input.len(), out.len());
-    // Swaps the counter word (bytes 12..16, big-endian) to native order
-    // and back, so that 32-bit lane adds increment it modulo 2^32.
-    let swap = _mm256_setr_epi8(
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 14, 13, 12, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-        15, 14, 13, 12,
-    );
-    let mut k = [_mm256_setzero_si256(); 15];
-    for (r, key) in k.iter_mut().zip(rk) {
-        *r = _mm256_broadcastsi128_si256(load(key));
+/// Counter blocks for GCTR (SP 800-38D §6.5), two per register, already
+/// whitened with round key 0, plus the broadcast round keys.
+struct Counters {
+    k: [__m256i; 15],
+    /// The next two counters, counter words in native order.
+    ctr: __m256i,
+    two: __m256i,
+    /// Swaps the counter word (bytes 12..16, big-endian) to native order
+    /// and back, so that 32-bit lane adds increment it modulo 2^32.
+    swap: __m256i,
+}
+
+impl Counters {
+    /// Counters from inc32(J0) advanced by `skip` blocks.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn new(rk: &[[u8; 16]; 15], j0: &[u8; 16], skip: u32) -> Counters {
+        let swap = _mm256_setr_epi8(
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 14, 13, 12, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+            11, 15, 14, 13, 12,
+        );
+        let mut k = [_mm256_setzero_si256(); 15];
+        for (r, key) in k.iter_mut().zip(rk) {
+            *r = _mm256_broadcastsi128_si256(load(key));
+        }
+        let base = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load(j0)), swap);
+        let (a, b) = (skip.wrapping_add(1) as i32, skip.wrapping_add(2) as i32);
+        Counters {
+            k,
+            ctr: _mm256_add_epi32(base, _mm256_set_epi32(b, 0, 0, 0, a, 0, 0, 0)),
+            two: _mm256_set_epi32(2, 0, 0, 0, 2, 0, 0, 0),
+            swap,
+        }
     }
-    let base = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load(j0)), swap);
-    let mut ctr = _mm256_add_epi32(base, _mm256_set_epi32(2, 0, 0, 0, 1, 0, 0, 0));
-    let two = _mm256_set_epi32(2, 0, 0, 0, 2, 0, 0, 0);
-    // The next two counter blocks, whitened with the first round key.
-    macro_rules! next {
-        () => {{
-            let c = _mm256_shuffle_epi8(ctr, swap);
-            ctr = _mm256_add_epi32(ctr, two);
-            _mm256_xor_si256(c, k[0])
-        }};
+
+    /// The next two counter blocks, whitened.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn next(&mut self) -> __m256i {
+        let c = _mm256_shuffle_epi8(self.ctr, self.swap);
+        self.ctr = _mm256_add_epi32(self.ctr, self.two);
+        _mm256_xor_si256(c, self.k[0])
     }
-    const LANES: usize = 8;
-    let mut ins = input.chunks_exact(32 * LANES);
-    let mut outs = out.chunks_exact_mut(32 * LANES);
-    for (i, o) in (&mut ins).zip(&mut outs) {
-        let mut x = [_mm256_setzero_si256(); LANES];
+
+    /// The key stream of the next sixteen blocks.
+    #[inline]
+    #[target_feature(enable = "avx2,vaes")]
+    fn sixteen(&mut self) -> [__m256i; 8] {
+        let mut x = [_mm256_setzero_si256(); 8];
         for v in x.iter_mut() {
-            *v = next!();
+            *v = self.next();
         }
-        aes_rounds_8(&k, &mut x);
-        for (j, ks) in x.iter().enumerate() {
-            store2(&mut o[32 * j..], _mm256_xor_si256(*ks, load2(&i[32 * j..])));
+        aes_rounds_8(&self.k, &mut x);
+        x
+    }
+
+    /// The key stream of the next two blocks.
+    #[inline]
+    #[target_feature(enable = "avx2,vaes")]
+    fn two_blocks(&mut self) -> __m256i {
+        let mut v = self.next();
+        for key in &self.k[1..14] {
+            v = _mm256_aesenc_epi128(v, *key);
         }
+        _mm256_aesenclast_epi128(v, self.k[14])
+    }
+}
+
+/// `out` = `input` XOR the key stream `ks` (sixteen blocks, 256 bytes each).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn xor_sixteen(ks: &[__m256i; 8], input: &[u8], out: &mut [u8]) {
+    for (j, k) in ks.iter().enumerate() {
+        store2(
+            &mut out[32 * j..],
+            _mm256_xor_si256(*k, load2(&input[32 * j..])),
+        );
+    }
+}
+
+/// GCTR (SP 800-38D §6.5) from inc32(J0) advanced by `skip` blocks:
+/// `out` = `input` XOR the key stream; the two are equally long.
+#[target_feature(enable = "aes,avx2,vaes")]
+fn ctr_xor(rk: &[[u8; 16]; 15], j0: &[u8; 16], skip: u32, input: &[u8], out: &mut [u8]) {
+    debug_assert_eq!(input.len(), out.len());
+    let mut ctr = Counters::new(rk, j0, skip);
+    let mut ins = input.chunks_exact(256);
+    let mut outs = out.chunks_exact_mut(256);
+    for (i, o) in (&mut ins).zip(&mut outs) {
+        xor_sixteen(&ctr.sixteen(), i, o);
     }
     let (ins, outs) = (ins.remainder(), outs.into_remainder());
     for (i, o) in ins.chunks(32).zip(outs.chunks_mut(32)) {
-        let mut v = next!();
-        for key in &k[1..14] {
-            v = _mm256_aesenc_epi128(v, *key);
-        }
-        let ks = _mm256_aesenclast_epi128(v, k[14]);
+        let ks = ctr.two_blocks();
         if i.len() == 32 {
             store2(o, _mm256_xor_si256(ks, load2(i)));
         } else {
@@ -486,6 +535,41 @@ fn ctr_xor(rk: &[[u8; 16]; 15], j0: &[u8; 16], input: &[u8], out: &mut [u8]) {
             buf.zeroize();
         }
     }
+}
+
+/// Decrypts `ct` into `out` and returns the tag `ct` should carry with
+/// `ad`, in one pass: each 256 bytes are hashed while their key stream is
+/// computed, so the carry-less multiplier and the AES unit work side by
+/// side. The caller compares the tag and wipes `out` when it differs.
+#[target_feature(enable = "aes,pclmulqdq,avx2,vaes,vpclmulqdq")]
+fn open_one_pass(
+    rk: &[[u8; 16]; 15],
+    hp: &Powers,
+    j0: &[u8; 16],
+    ad: &[u8],
+    ct: &[u8],
+    out: &mut [u8],
+) -> [u8; 16] {
+    debug_assert_eq!(ct.len(), out.len());
+    let mut acc = ghash(hp, _mm_setzero_si128(), ad);
+    let mut ctr = Counters::new(rk, j0, 0);
+    let mut ins = ct.chunks_exact(256);
+    let mut outs = out.chunks_exact_mut(256);
+    for (i, o) in (&mut ins).zip(&mut outs) {
+        let mut prod = Product::default();
+        prod.add_eight(hp, 16, &i[..128], acc);
+        prod.add_eight(hp, 8, &i[128..], _mm_setzero_si128());
+        let ks = ctr.sixteen();
+        acc = prod.reduce();
+        xor_sixteen(&ks, i, o);
+    }
+    let done = ct.len() - ins.remainder().len();
+    let rest = ins.remainder();
+    acc = ghash(hp, acc, rest);
+    ctr_xor(rk, j0, (done / 16) as u32, rest, &mut out[done..]);
+    let acc = ghash_lengths(hp, acc, ad.len(), ct.len());
+    let s = _mm_shuffle_epi8(acc, _mm256_castsi256_si128(reverse_mask()));
+    store(_mm_xor_si128(s, encrypt_block(rk, load(j0))))
 }
 
 /// AES-256 rounds 1 to 14 on eight registers (sixteen blocks), already
@@ -598,6 +682,29 @@ mod tests {
         assert_eq!(mul_x(v).to_le_bytes(), want);
     }
 
+    /// A key stream started `skip` blocks in is the tail of the one
+    /// started at the beginning, for each remainder length.
+    #[test]
+    fn key_stream_skips_whole_blocks() {
+        if !available() {
+            return;
+        }
+        let key: [u8; 32] = core::array::from_fn(|i| (i * 7 + 5) as u8);
+        let j0 = [0x5au8; 16];
+        // SAFETY: `available` checked every feature used.
+        unsafe {
+            let rk = expand_key(&key);
+            let zeros = vec![0u8; 4096 + 48];
+            let mut whole = vec![0u8; zeros.len()];
+            ctr_xor(&rk, &j0, 0, &zeros, &mut whole);
+            for skip in [1usize, 2, 16, 17, 256] {
+                let mut tail = vec![0u8; zeros.len() - skip * 16];
+                ctr_xor(&rk, &j0, skip as u32, &zeros[skip * 16..], &mut tail);
+                assert_eq!(tail, whole[skip * 16..], "skip {skip}");
+            }
+        }
+    }
+
     /// The counter is the last 32 bits only and wraps (SP 800-38D inc32):
     /// a key stream that crosses 2^32 matches block-by-block AES of the
     /// counters computed one at a time.
@@ -615,7 +722,7 @@ mod tests {
             for len in [31usize, 32, 300, 4096] {
                 let zeros = vec![0u8; len];
                 let mut ks = vec![0u8; len];
-                ctr_xor(&rk, &j0, &zeros, &mut ks);
+                ctr_xor(&rk, &j0, 0, &zeros, &mut ks);
                 for (n, chunk) in ks.chunks(16).enumerate() {
                     let mut cb = j0;
                     let c = 0xffff_fff0u32.wrapping_add(1 + n as u32);
