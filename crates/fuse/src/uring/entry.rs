@@ -35,10 +35,11 @@ pub(crate) struct Entry {
 unsafe impl Send for Entry {}
 
 impl Entry {
-    /// Allocates the buffers of an entry with room for `payload_len`.
-    pub(crate) fn new(payload_len: usize) -> Entry {
+    /// An entry whose payload is the `payload_len` bytes at `payload` (a
+    /// buffer of [`super::payloads::Payloads`], which outlives the entry);
+    /// allocates its header.
+    pub(crate) fn new(payload: *mut u8, payload_len: usize) -> Entry {
         let header = Box::into_raw(vec![0u8; HEADER_LEN].into_boxed_slice()) as *mut u8;
-        let payload = Box::into_raw(vec![0u8; payload_len].into_boxed_slice()) as *mut u8;
         let iov = Box::into_raw(Box::new([
             libc::iovec {
                 iov_base: header as *mut libc::c_void,
@@ -92,8 +93,9 @@ impl Entry {
         })
     }
 
-    /// Frees the buffers; only once the kernel no longer holds the entry
-    /// and no copy of it is used again.
+    /// Frees the header (the payload belongs to its `Payloads`); only
+    /// once the kernel no longer holds the entry and no copy of it is used
+    /// again.
     pub(crate) fn free(self) {
         // SAFETY: each pointer came from Box::into_raw with these lengths
         // and is freed once.
@@ -101,10 +103,6 @@ impl Entry {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
                 self.header,
                 HEADER_LEN,
-            )));
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.payload,
-                self.payload_len,
             )));
             drop(Box::from_raw(self.iov));
         }

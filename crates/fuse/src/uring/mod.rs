@@ -25,6 +25,7 @@
 mod abi;
 mod dispatch;
 mod entry;
+mod payloads;
 mod queue;
 mod reader;
 mod ring;

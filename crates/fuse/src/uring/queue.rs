@@ -11,6 +11,7 @@ use super::dispatch::handle;
 use super::entry::{
     cmd_sqe, write_out_header, Entry, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_IN_OUT, OP_IN,
 };
+use super::payloads::Payloads;
 use super::reader::{HelperSetup, Reader, OFFLOAD_MIN};
 use super::ring::{Completion, Ring};
 use crate::overlay::fs::OverlayFs;
@@ -89,8 +90,9 @@ fn pin_to_cpu(cpu: usize) {
 fn serve_queue(fs: &OverlayFs, dev: Arc<OwnedFd>, qid: u16, payload_len: usize) -> io::Result<()> {
     let spin = spin_time();
     let fd = dev.as_raw_fd();
+    let payloads = Payloads::new(ENTRIES_PER_QUEUE, payload_len)?;
     let mut entries: Vec<Entry> = (0..ENTRIES_PER_QUEUE)
-        .map(|_| Entry::new(payload_len))
+        .map(|i| Entry::new(payloads.buffer(i), payload_len))
         .collect();
     // Started before pinning, so the helper may run on the other CPUs.
     let reader = Reader::start(HelperSetup {
@@ -118,6 +120,8 @@ fn serve_queue(fs: &OverlayFs, dev: Arc<OwnedFd>, qid: u16, payload_len: usize) 
         for e in entries {
             e.free();
         }
+    } else {
+        std::mem::forget(payloads);
     }
     result
 }
