@@ -1,17 +1,20 @@
 //! An opened (or newly created) cipher directory: its config, its keys,
 //! and the name/content operations that need both.
 
+use crate::at;
 use crate::config::{Config, InitOptions, NameMode, CONF_NAME};
 use crate::content::ContentCipher;
-use crate::diriv::{read_dir_iv, write_dir_iv, DIRIV_NAME};
+use crate::diriv::{read_dir_iv, read_dir_iv_at, write_dir_iv, write_dir_iv_at, DIRIV_NAME};
 use crate::error::{Error, Result};
 use crate::keys::{content_key, name_key, MasterKey};
-use crate::names::{name_kind, CipherName, DirIv, NameCipher, NameKind, LONGNAME_SUFFIX};
+use crate::names::{
+    name_kind, CipherName, DirIv, NameCipher, NameKind, LONGNAME_FILE_MAX, LONGNAME_SUFFIX,
+};
 use cryptkeep_crypto::Backend;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The mode of `.name` files.
@@ -167,6 +170,15 @@ impl CipherDir {
         }
     }
 
+    /// [`CipherDir::dir_iv`] of the cipher directory open as `dir`
+    /// (`shown` names it in errors).
+    pub fn dir_iv_at(&self, dir: &impl AsFd, shown: &Path) -> Result<DirIv> {
+        match self.names.mode() {
+            NameMode::Eme { diriv: true } => read_dir_iv_at(dir, shown),
+            _ => Ok(DirIv([0u8; 16])),
+        }
+    }
+
     /// Prepares a new cipher directory `dir` (already created): writes its
     /// `gocryptfs.diriv` when the file system uses them.
     pub fn init_dir(&self, dir: &Path) -> Result<()> {
@@ -176,11 +188,25 @@ impl CipherDir {
         Ok(())
     }
 
+    /// [`CipherDir::init_dir`] of the new directory open as `dir`.
+    pub fn init_dir_at(&self, dir: &impl AsFd, shown: &Path) -> Result<()> {
+        if self.names.mode() == (NameMode::Eme { diriv: true }) {
+            write_dir_iv_at(dir, shown)?;
+        }
+        Ok(())
+    }
+
     /// Whether `cipher_name` in cipher directory `dir` is one of the
     /// file system's own files (config, diriv, `.name`), not an entry.
     pub fn is_internal(&self, dir: &Path, cipher_name: &OsStr) -> bool {
+        self.is_internal_name(dir == self.root, cipher_name)
+    }
+
+    /// [`CipherDir::is_internal`] for a name in the root directory
+    /// (`at_root`) or in another.
+    pub fn is_internal_name(&self, at_root: bool, cipher_name: &OsStr) -> bool {
         let b = cipher_name.as_bytes();
-        if b == CONF_NAME.as_bytes() && dir == self.root {
+        if b == CONF_NAME.as_bytes() && at_root {
             return true;
         }
         match self.names.mode() {
@@ -195,7 +221,20 @@ impl CipherDir {
     /// The plaintext name of entry `cipher_name` in cipher directory `dir`
     /// whose tweak is `iv` (reads the `.name` file of a hashed long name).
     pub fn decrypt_entry(&self, dir: &Path, iv: &DirIv, cipher_name: &OsStr) -> Result<OsString> {
-        let full = match self.full_cipher_name(dir, cipher_name)? {
+        let d = open_dir(dir)?;
+        self.decrypt_entry_at(&d, dir, iv, cipher_name)
+    }
+
+    /// [`CipherDir::decrypt_entry`] in the cipher directory open as `dir`
+    /// (`shown` names it in errors).
+    pub fn decrypt_entry_at(
+        &self,
+        dir: &impl AsFd,
+        shown: &Path,
+        iv: &DirIv,
+        cipher_name: &OsStr,
+    ) -> Result<OsString> {
+        let full = match self.full_cipher_name_at(dir, shown, cipher_name)? {
             None => return Ok(cipher_name.to_os_string()),
             Some(full) => full,
         };
@@ -211,9 +250,30 @@ impl CipherDir {
         iv: &DirIv,
         cipher_names: &[OsString],
     ) -> Vec<Result<OsString>> {
+        match open_dir(dir) {
+            Ok(d) => self.decrypt_entries_at(&d, dir, iv, cipher_names),
+            Err(e) => {
+                let msg = e.to_string();
+                cipher_names
+                    .iter()
+                    .map(|_| Err(Error::InvalidArgument(msg.clone())))
+                    .collect()
+            }
+        }
+    }
+
+    /// [`CipherDir::decrypt_entries`] in the cipher directory open as `dir`
+    /// (`shown` names it in errors).
+    pub fn decrypt_entries_at(
+        &self,
+        dir: &impl AsFd,
+        shown: &Path,
+        iv: &DirIv,
+        cipher_names: &[OsString],
+    ) -> Vec<Result<OsString>> {
         let fulls: Vec<Result<Option<String>>> = cipher_names
             .iter()
-            .map(|c| self.full_cipher_name(dir, c))
+            .map(|c| self.full_cipher_name_at(dir, shown, c))
             .collect();
         let to_decrypt: Vec<&str> = fulls
             .iter()
@@ -233,10 +293,16 @@ impl CipherDir {
             .collect()
     }
 
-    /// The whole encrypted name behind on-disk name `cipher_name` in `dir`
-    /// (a long name's `.name` file read and checked); `None` when names
-    /// are not encrypted (plaintext-names mode).
-    fn full_cipher_name(&self, dir: &Path, cipher_name: &OsStr) -> Result<Option<String>> {
+    /// The whole encrypted name behind on-disk name `cipher_name` in the
+    /// directory open as `dir` (a long name's `.name` file read, at most
+    /// [`LONGNAME_FILE_MAX`] bytes of a regular file, and checked); `None`
+    /// when names are not encrypted (plaintext-names mode).
+    fn full_cipher_name_at(
+        &self,
+        dir: &impl AsFd,
+        shown: &Path,
+        cipher_name: &OsStr,
+    ) -> Result<Option<String>> {
         if self.names.mode() == NameMode::Plain {
             return Ok(None);
         }
@@ -245,8 +311,18 @@ impl CipherDir {
             detail: "not base64url",
         })?;
         if name_kind(s) == NameKind::LongContent {
-            let p = dir.join(format!("{s}{LONGNAME_SUFFIX}"));
-            let content = std::fs::read(&p).map_err(|e| Error::io("read", &p, e))?;
+            let n = format!("{s}{LONGNAME_SUFFIX}");
+            let content =
+                at::read_small_at(dir, OsStr::new(&n), LONGNAME_FILE_MAX).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::FileTooLarge {
+                        Error::BadName {
+                            name: s.to_string(),
+                            detail: "its .name file is longer than 344 bytes",
+                        }
+                    } else {
+                        Error::io("read", &shown.join(&n), e)
+                    }
+                })?;
             return Ok(Some(self.names.verify_long_name(s, &content)?));
         }
         Ok(Some(s.to_string()))
@@ -255,15 +331,16 @@ impl CipherDir {
     /// Lists cipher directory `dir` with decrypted names, skipping the file
     /// system's own files; sorted by plaintext name.
     pub fn list_dir(&self, dir: &Path) -> Result<Vec<DirEntry>> {
-        let iv = self.dir_iv(dir)?;
+        let d = open_dir(dir)?;
+        let iv = self.dir_iv_at(&d, dir)?;
+        let at_root = dir == self.root;
         let mut ciphers = Vec::new();
-        for e in std::fs::read_dir(dir).map_err(|e| Error::io("read", dir, e))? {
-            let cipher = e.map_err(|e| Error::io("read", dir, e))?.file_name();
-            if !self.is_internal(dir, &cipher) {
-                ciphers.push(cipher);
+        for e in at::list_at(&d).map_err(|e| Error::io("read", dir, e))? {
+            if !self.is_internal_name(at_root, &e.name) {
+                ciphers.push(e.name);
             }
         }
-        let plains = self.decrypt_entries(dir, &iv, &ciphers);
+        let plains = self.decrypt_entries_at(&d, dir, &iv, &ciphers);
         let mut out = Vec::with_capacity(ciphers.len());
         for (cipher, plain) in ciphers.into_iter().zip(plains) {
             out.push(DirEntry {
@@ -283,21 +360,37 @@ impl CipherDir {
 
     /// Writes the `.name` file for a hashed long name in cipher directory `dir`.
     pub fn write_long_name(&self, dir: &Path, cn: &CipherName) -> Result<()> {
+        let d = open_dir(dir)?;
+        self.write_long_name_at(&d, dir, cn)
+    }
+
+    /// Writes the `.name` file for a hashed long name in the cipher
+    /// directory open as `dir` (`shown` names it in errors): created new
+    /// (EEXIST if one is there), never through a symlink; a failed write
+    /// (a full disk) leaves no partial file behind to block the name.
+    pub fn write_long_name_at(&self, dir: &impl AsFd, shown: &Path, cn: &CipherName) -> Result<()> {
         let Some(long) = &cn.long else {
             return Ok(());
         };
-        let p = dir.join(format!("{}{LONGNAME_SUFFIX}", cn.on_disk));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(LONGNAME_FILE_MODE)
-            .open(&p)
-            .map_err(|e| Error::io("create", &p, e))?;
+        let n = format!("{}{LONGNAME_SUFFIX}", cn.on_disk);
+        let name = OsStr::new(&n);
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let mut f = at::open_regular_at(dir, name, flags, LONGNAME_FILE_MODE)
+            .map_err(|e| Error::io("create", &shown.join(name), e))?;
         f.write_all(long.as_bytes()).map_err(|e| {
-            // A partial .name file (a full disk) would block the name.
-            let _ = std::fs::remove_file(&p);
-            Error::io("write", &p, e)
+            let _ = at::unlink_at(dir, name, 0);
+            Error::io("write", &shown.join(name), e)
         })
+    }
+
+    /// Removes the `.name` file of the hashed long name `cn` (nothing for
+    /// a short name) in the directory open as `dir`.
+    pub fn remove_long_name_at(&self, dir: &impl AsFd, cn: &CipherName) -> std::io::Result<()> {
+        if cn.long.is_none() {
+            return Ok(());
+        }
+        let n = format!("{}{LONGNAME_SUFFIX}", cn.on_disk);
+        at::unlink_at(dir, OsStr::new(&n), 0)
     }
 
     /// Maps a relative plaintext path to the absolute cipher path (reading
@@ -357,4 +450,14 @@ impl CipherDir {
     pub fn decrypt_xattr_value(&self, v: &[u8]) -> Result<Vec<u8>> {
         self.content.decrypt_unbound(v)
     }
+}
+
+/// Opens the cipher directory `dir` for the `*_at` calls.
+fn open_dir(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| Error::io("open", dir, e))
 }

@@ -10,6 +10,7 @@
 //! `docs/format/overlay.md` describes the format byte by byte; the real
 //! gocryptfs is the oracle in this crate's tests.
 
+pub mod at;
 pub mod cipherdir;
 pub mod config;
 pub mod content;

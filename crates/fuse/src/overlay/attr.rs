@@ -2,12 +2,13 @@
 
 use cryptkeep_overlay::{CipherDir, Error};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
+use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::inodes::ROOT_INO;
+use super::nodes::ROOT_INO;
 
 /// Attribute and entry cache time of the reverse view, whose plaintext
 /// directory is changed directly, not through the mount (gocryptfs: 1 s).
@@ -21,25 +22,6 @@ fn time(s: i64, ns: i64) -> SystemTime {
     }
 }
 
-/// The FUSE file type of a backing file.
-pub(crate) fn kind(t: std::fs::FileType) -> FileType {
-    if t.is_dir() {
-        FileType::Directory
-    } else if t.is_symlink() {
-        FileType::Symlink
-    } else if t.is_fifo() {
-        FileType::NamedPipe
-    } else if t.is_socket() {
-        FileType::Socket
-    } else if t.is_char_device() {
-        FileType::CharDevice
-    } else if t.is_block_device() {
-        FileType::BlockDevice
-    } else {
-        FileType::RegularFile
-    }
-}
-
 /// The FUSE inode number of a backing file (`root_ino` maps to 1).
 pub(crate) fn ino_of(st_ino: u64, root_ino: u64) -> u64 {
     if st_ino == root_ino {
@@ -49,22 +31,28 @@ pub(crate) fn ino_of(st_ino: u64, root_ino: u64) -> u64 {
     }
 }
 
-/// The plaintext attributes of the backing file `path` with metadata `m`:
-/// regular files report their plaintext size, symlinks their decrypted
-/// target's length.
-pub(crate) fn attr(cd: &CipherDir, path: &Path, m: &Metadata, root_ino: u64) -> FileAttr {
-    attr_stat(cd, path, &raw_stat(m), root_ino)
+/// The plaintext attributes of an open backing file with metadata `m`
+/// (regular files report their plaintext size).
+pub(crate) fn attr(cd: &CipherDir, m: &Metadata, root_ino: u64) -> FileAttr {
+    attr_stat(cd, &raw_stat(m), root_ino, OsStr::new(""), || None)
 }
 
-/// [`attr`] from a raw `stat(2)` result (what `fstatat` gives).
-pub(crate) fn attr_stat(cd: &CipherDir, path: &Path, st: &libc::stat, root_ino: u64) -> FileAttr {
+/// The plaintext attributes of the backing entry `name` whose `stat(2)`
+/// is `st`: regular files report their plaintext size, symlinks their
+/// decrypted target's length (`target` reads the stored one).
+pub(crate) fn attr_stat(
+    cd: &CipherDir,
+    st: &libc::stat,
+    root_ino: u64,
+    name: &OsStr,
+    target: impl FnOnce() -> Option<OsString>,
+) -> FileAttr {
     let k = kind_of_mode(st.st_mode);
     let len = st.st_size as u64;
     let size = match k {
         FileType::RegularFile => cd.content().plain_size(len),
-        FileType::Symlink => std::fs::read_link(path)
-            .ok()
-            .and_then(|t| cd.decrypt_symlink_target(t.as_os_str(), path).ok())
+        FileType::Symlink => target()
+            .and_then(|t| cd.decrypt_symlink_target(&t, Path::new(name)).ok())
             .map_or(len, |t| t.len() as u64),
         _ => len,
     };
@@ -128,8 +116,23 @@ fn raw_stat(m: &Metadata) -> libc::stat {
     st
 }
 
+/// The FUSE file type of a directory entry's `d_type` (`None` for
+/// `DT_UNKNOWN`: the file system does not say, ask `fstatat`).
+pub(crate) fn kind_of_dtype(d: u8) -> Option<FileType> {
+    Some(match d {
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::NamedPipe,
+        libc::DT_SOCK => FileType::Socket,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        libc::DT_REG => FileType::RegularFile,
+        _ => return None,
+    })
+}
+
 /// The FUSE file type of a `st_mode`.
-fn kind_of_mode(mode: u32) -> FileType {
+pub(crate) fn kind_of_mode(mode: u32) -> FileType {
     match mode & libc::S_IFMT {
         libc::S_IFDIR => FileType::Directory,
         libc::S_IFLNK => FileType::Symlink,

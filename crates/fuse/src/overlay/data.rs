@@ -3,9 +3,10 @@
 //! (read-modify-write of partial blocks, header creation) runs alone;
 //! plus truncation for `setattr`.
 
-use cryptkeep_overlay::CipherFile;
+use cryptkeep_overlay::{at, CipherFile};
 use fuser::Errno;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -38,36 +39,55 @@ impl OverlayFs {
     /// returns a new handle.
     pub(crate) fn open_file(&self, ino: u64) -> R<u64> {
         self.new_handle(ino, || {
-            let p = self.path_of(ino)?;
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(!self.read_only)
-                .open(&p)
-                .or_else(|_| std::fs::File::open(&p))
-                .map_err(|e| io_errno(&e))?;
-            Ok((f, p))
+            let f = self.open_cipher_file(ino)?;
+            Ok((f, self.shown_ino(ino)))
         })
     }
 
-    /// A new handle on inode `ino` using `f`, the cipher file at `path`
-    /// just created and opened read-write (unless the inode is open
-    /// already, then its cipher file is shared and `f` closed).
-    pub(crate) fn open_file_with(
-        &self,
-        ino: u64,
-        f: std::fs::File,
-        path: &std::path::Path,
-    ) -> R<u64> {
-        self.new_handle(ino, || Ok((f, path.to_path_buf())))
+    /// Opens the cipher file of inode `ino`, read-write unless the mount
+    /// is read-only or the file is not writable: relative to its parent's
+    /// descriptor, never through a symlink (ELOOP), never a FIFO or device
+    /// put in its place, and checked to be `ino` (ESTALE otherwise).
+    pub(crate) fn open_cipher_file(&self, ino: u64) -> R<std::fs::File> {
+        let a = self.at_of(ino)?;
+        let open = |flags| at::open_regular_at(&*a.dir, &a.name, flags, 0);
+        let f = if self.read_only {
+            open(libc::O_RDONLY)
+        } else {
+            open(libc::O_RDWR).or_else(|e| match e.raw_os_error() {
+                Some(libc::EACCES | libc::EPERM | libc::EROFS) => open(libc::O_RDONLY),
+                _ => Err(e),
+            })
+        };
+        let f = f.map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => Errno::EIO,
+            _ => io_errno(&e),
+        })?;
+        let st = at::fstat(&f).map_err(|e| io_errno(&e))?;
+        self.expect_ino(&st, ino)?;
+        Ok(f)
+    }
+
+    /// How inode `ino`'s cipher file is named in errors and logs: its
+    /// cipher name.
+    fn shown_ino(&self, ino: u64) -> PathBuf {
+        self.nodes
+            .lock()
+            .ok()
+            .and_then(|t| t.link(ino))
+            .map_or_else(|| PathBuf::from(format!("inode {ino}")), |l| l.name.into())
+    }
+
+    /// A new handle on inode `ino` using `f`, its cipher file just created
+    /// and opened read-write (unless the inode is open already, then its
+    /// cipher file is shared and `f` closed).
+    pub(crate) fn open_file_with(&self, ino: u64, f: std::fs::File) -> R<u64> {
+        self.new_handle(ino, || Ok((f, self.shown_ino(ino))))
     }
 
     /// A new handle on inode `ino`; its cipher file comes from `open` when
     /// the inode is not open yet.
-    fn new_handle(
-        &self,
-        ino: u64,
-        open: impl FnOnce() -> R<(std::fs::File, std::path::PathBuf)>,
-    ) -> R<u64> {
+    fn new_handle(&self, ino: u64, open: impl FnOnce() -> R<(std::fs::File, PathBuf)>) -> R<u64> {
         let mut inodes = self.files.inodes.lock().map_err(|_| Errno::EIO)?;
         match inodes.get_mut(&ino) {
             Some(o) => o.handles += 1,
@@ -127,7 +147,7 @@ impl OverlayFs {
         let f = self.open_inode(ino)?;
         let cf = f.read().ok()?;
         let m = cf.file().metadata().ok()?;
-        Some(super::attr::attr(&self.cd, cf.path(), &m, self.root_ino))
+        Some(super::attr::attr(&self.cd, &m, self.root_ino))
     }
 
     fn open_inode(&self, ino: u64) -> Option<Arc<RwLock<CipherFile>>> {
@@ -280,8 +300,8 @@ impl OverlayFs {
         let f = match self.open_inode(ino) {
             Some(f) => f,
             None => {
-                let p = self.path_of(ino)?;
-                Arc::new(RwLock::new(CipherFile::open(&p).map_err(|e| errno(&e))?))
+                let f = self.open_cipher_file(ino)?;
+                Arc::new(RwLock::new(CipherFile::new(f, &self.shown_ino(ino))))
             }
         };
         let mut cf = f.write().map_err(|_| Errno::EIO)?;

@@ -1,179 +1,77 @@
 //! Name operations: lookup, mkdir, mknod, symlink, link, unlink, rmdir,
-//! rename, readlink, and directory listings. Each plaintext name is mapped
-//! to its cipher name in the parent's cipher directory (with a `.name`
-//! file for hashed long names).
+//! rename, readlink. Each plaintext name is mapped to its cipher name in
+//! the parent's cipher directory (with a `.name` file for hashed long
+//! names), and every call on the backing store is relative to the
+//! parent's descriptor and never follows a symlink (`resolve.rs`).
 
-use cryptkeep_overlay::diriv::DIRIV_NAME;
-use cryptkeep_overlay::names::LONGNAME_SUFFIX;
-use cryptkeep_overlay::sys;
-use cryptkeep_overlay::{CipherName, DirIv, NameMode};
-use fuser::{Errno, FileAttr, FileType, RenameFlags};
-use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
-use std::os::unix::fs::{DirEntryExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use cryptkeep_overlay::diriv::{DIRIV_LEN, DIRIV_NAME};
+use cryptkeep_overlay::{at, NameMode};
+use fuser::{Errno, FileAttr, RenameFlags};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
 
-use super::attr::{attr, attr_stat, dot_attr, errno, ino_of, io_errno, kind};
+use super::attr::{attr, errno, ino_of, io_errno};
 use super::fs::OverlayFs;
-use super::listings::Listing;
-use super::prefetch::{Prefetch, Ready};
 use super::reaper;
-
-/// One entry of a directory snapshot.
-pub(crate) struct DirItem {
-    pub(crate) ino: u64,
-    pub(crate) kind: FileType,
-    /// The plaintext name.
-    pub(crate) name: OsString,
-    /// The name on disk (empty for "." and "..").
-    pub(crate) cipher: OsString,
-}
+use super::resolve::shown;
 
 type R<T> = Result<T, Errno>;
 
+/// What a create callback made: nothing opened, or the new regular file
+/// opened read-write and whether it existed already (a non-exclusive
+/// create that found one keeps its owner).
+pub(crate) type Made = Option<(std::fs::File, bool)>;
+
+/// An overlay error as an I/O error, keeping its errno (a full disk stays
+/// ENOSPC).
+fn to_io(e: cryptkeep_overlay::Error) -> std::io::Error {
+    match e {
+        cryptkeep_overlay::Error::Io { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    }
+}
+
 impl OverlayFs {
-    /// The name tweak of cipher directory `dir`, cached (a directory's IV
-    /// never changes; the cache forgets directories that are removed or
-    /// moved).
-    pub(crate) fn dir_iv(&self, dir: &Path) -> R<DirIv> {
-        if let Some((iv, read)) = self.dir_ivs.lock().map_err(|_| Errno::EIO)?.get(dir) {
-            if read.elapsed() < self.ttl {
-                return Ok(*iv);
-            }
-        }
-        let iv = self.cd.dir_iv(dir).map_err(|e| errno(&e))?;
-        let mut c = self.dir_ivs.lock().map_err(|_| Errno::EIO)?;
-        if c.len() > 100_000 {
-            c.clear();
-        }
-        c.insert(dir.to_path_buf(), (iv, std::time::Instant::now()));
-        Ok(iv)
-    }
-
-    /// Drops cached IVs of `dir` and everything below it (a rename).
-    fn forget_dir_ivs(&self, dir: &Path) {
-        if let Ok(mut c) = self.dir_ivs.lock() {
-            c.retain(|p, _| !p.starts_with(dir));
-        }
-    }
-
-    /// Drops the cached IV of the removed, empty directory `dir`
-    /// (nothing below it can be cached: its entries were removed first).
-    fn forget_dir_iv(&self, dir: &Path) {
-        if let Ok(mut c) = self.dir_ivs.lock() {
-            c.remove(dir);
-        }
-    }
-
-    /// The cipher path of inode `ino`.
-    pub(crate) fn path_of(&self, ino: u64) -> R<PathBuf> {
-        self.inodes
-            .lock()
-            .map_err(|_| Errno::EIO)?
-            .path(ino)
-            .ok_or(Errno::ENOENT)
-    }
-
-    /// The cipher directory of `parent` and the cipher name of `name` in it.
-    pub(crate) fn child(&self, parent: u64, name: &OsStr) -> R<(PathBuf, CipherName)> {
-        let dir = self.path_of(parent)?;
-        if dir == self.cd.root()
-            && self.cd.is_internal(&dir, name)
-            && self.cd.names().mode() == NameMode::Plain
-        {
-            return Err(Errno::EPERM);
-        }
-        let iv = self.dir_iv(&dir)?;
-        let cn = self.cd.encrypt_entry(&iv, name).map_err(|e| errno(&e))?;
-        Ok((dir, cn))
-    }
-
-    /// Stats `path`, records the lookup and returns its attributes.
-    pub(crate) fn entry(&self, path: &Path) -> R<FileAttr> {
-        let m = std::fs::symlink_metadata(path).map_err(|e| io_errno(&e))?;
-        let a = attr(&self.cd, path, &m, self.root_ino);
-        self.inodes
-            .lock()
-            .map_err(|_| Errno::EIO)?
-            .looked_up(a.ino.0, path);
+    pub(crate) fn do_lookup(&self, parent: u64, name: &OsStr) -> R<FileAttr> {
+        let (dir, cn) = self.child(parent, name)?;
+        let on = OsStr::new(&cn.on_disk);
+        let st = at::stat_at(&*dir, on).map_err(|e| io_errno(&e))?;
+        let a = self.attr_at(&dir, on, &st);
+        self.record(a.ino.0, parent, on)?;
         Ok(a)
     }
 
-    /// Attributes of inode `ino` (no lookup recorded). An open file is
-    /// stat'ed through its descriptor, so it keeps working after unlink.
-    pub(crate) fn attr_of(&self, ino: u64) -> R<FileAttr> {
-        if let Some(a) = self.open_attr(ino) {
-            return Ok(a);
-        }
-        let p = self.path_of(ino)?;
-        let m = std::fs::symlink_metadata(&p).map_err(|e| io_errno(&e))?;
-        Ok(attr(&self.cd, &p, &m, self.root_ino))
-    }
-
-    pub(crate) fn do_lookup(&self, parent: u64, name: &OsStr) -> R<FileAttr> {
-        let (dir, cn) = self.child(parent, name)?;
-        self.entry(&dir.join(&cn.on_disk))
-    }
-
-    /// Writes the `.name` file of a long name before the entry is created.
-    fn pre_create(&self, dir: &Path, cn: &CipherName) -> R<()> {
-        if cn.long.is_some() {
-            let p = dir.join(format!("{}{LONGNAME_SUFFIX}", cn.on_disk));
-            if p.exists() {
-                return Err(Errno::EEXIST);
-            }
-            self.cd.write_long_name(dir, cn).map_err(|e| errno(&e))?;
-        }
-        Ok(())
-    }
-
-    /// Removes the `.name` file of a long name (after a failed create or a removal).
-    fn drop_long_name(dir: &Path, cn: &CipherName) {
-        if cn.long.is_some() {
-            let _ = std::fs::remove_file(dir.join(format!("{}{LONGNAME_SUFFIX}", cn.on_disk)));
-        }
-    }
-
-    /// Creates an entry with `make`, handling the `.name` file and the owner.
+    /// Creates entry `name` in `parent` with `make` (given the parent's
+    /// descriptor and the cipher name), handling the `.name` file of a
+    /// long name and the owner; `make` may hand back the new regular file
+    /// opened, whose owner and attributes are then set and read through
+    /// that descriptor, and which is returned for the file handle.
     pub(crate) fn create_entry(
         &self,
         parent: u64,
         name: &OsStr,
         uid: u32,
         gid: u32,
-        mut make: impl FnMut(&Path) -> std::io::Result<()>,
-    ) -> R<(PathBuf, FileAttr)> {
-        let (path, a, _) =
-            self.create_entry_fd(parent, name, uid, gid, |p| make(p).map(|()| None))?;
-        Ok((path, a))
-    }
-
-    /// [`Self::create_entry`] where `make` may hand back the new file
-    /// opened (a regular file from `create`): its owner and attributes are
-    /// then set and read through that descriptor, with no path walks, and
-    /// the descriptor is returned for the file handle. `make` returns
-    /// `(None, ..)` as "created, not opened"; an `existed` file (a
-    /// non-exclusive create that found one) keeps its owner.
-    pub(crate) fn create_entry_fd(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        uid: u32,
-        gid: u32,
-        mut make: impl FnMut(&Path) -> std::io::Result<Option<(std::fs::File, bool)>>,
-    ) -> R<(PathBuf, FileAttr, Option<std::fs::File>)> {
+        mut make: impl FnMut(&OwnedFd, &OsStr) -> std::io::Result<Made>,
+    ) -> R<(FileAttr, Option<std::fs::File>)> {
         let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
         let (dir, cn) = self.child(parent, name)?;
-        let path = dir.join(&cn.on_disk);
-        self.with_room(|| self.pre_create(&dir, &cn))?;
-        let made = match self.with_room(|| make(&path).map_err(|e| io_errno(&e))) {
+        let on = OsStr::new(&cn.on_disk);
+        self.with_room(|| {
+            self.cd
+                .write_long_name_at(&*dir, shown(on), &cn)
+                .map_err(|e| errno(&e))
+        })?;
+        let made = match self.with_room(|| make(&dir, on).map_err(|e| io_errno(&e))) {
             Ok(m) => m,
             Err(e) => {
-                Self::drop_long_name(&dir, &cn);
+                let _ = self.cd.remove_long_name_at(&*dir, &cn);
                 return Err(e);
             }
         };
@@ -182,20 +80,20 @@ impl OverlayFs {
         let chown = self.is_root && uid != u32::MAX;
         let Some((f, existed)) = made else {
             if chown {
-                let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(gid));
+                let _ = at::chown_at(&*dir, on, Some(uid), Some(gid));
             }
-            return Ok((path.clone(), self.entry(&path)?, None));
+            let st = at::stat_at(&*dir, on).map_err(|e| io_errno(&e))?;
+            let a = self.attr_at(&dir, on, &st);
+            self.record(a.ino.0, parent, on)?;
+            return Ok((a, None));
         };
         if chown && !existed {
             let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
         }
         let m = f.metadata().map_err(|e| io_errno(&e))?;
-        let a = attr(&self.cd, &path, &m, self.root_ino);
-        self.inodes
-            .lock()
-            .map_err(|_| Errno::EIO)?
-            .looked_up(a.ino.0, &path);
-        Ok((path, a, Some(f)))
+        let a = attr(&self.cd, &m, self.root_ino);
+        self.record(a.ino.0, parent, on)?;
+        Ok((a, Some(f)))
     }
 
     pub(crate) fn do_mkdir(
@@ -207,16 +105,24 @@ impl OverlayFs {
         gid: u32,
     ) -> R<FileAttr> {
         let cd = self.cd.clone();
-        let (path, _) = self.create_entry(parent, name, uid, gid, |p| {
-            std::fs::create_dir(p)?;
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))?;
-            if let Err(e) = cd.init_dir(p) {
-                let _ = std::fs::remove_dir(p);
-                return Err(std::io::Error::other(e.to_string()));
+        let (a, _) = self.create_entry(parent, name, uid, gid, |dir, on| {
+            at::mkdir_at(dir, on, 0o700)?;
+            let made = at::open_dir_at(dir, on).and_then(|new| {
+                cd.init_dir_at(&new, shown(on)).map_err(to_io)?;
+                at::chmod_fd(&new, mode & 0o7777)
+            });
+            if let Err(e) = made {
+                // Nothing half-made stays: the diriv if it went in, then
+                // the directory.
+                if let Ok(new) = at::open_dir_at(dir, on) {
+                    let _ = at::unlink_at(&new, OsStr::new(DIRIV_NAME), 0);
+                }
+                let _ = at::unlink_at(dir, on, libc::AT_REMOVEDIR);
+                return Err(e);
             }
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode & 0o7777))
+            Ok(None)
         })?;
-        self.entry(&path)
+        Ok(a)
     }
 
     pub(crate) fn do_symlink(
@@ -231,11 +137,10 @@ impl OverlayFs {
             .cd
             .encrypt_symlink_target(target.as_os_str())
             .map_err(|e| errno(&e))?;
-        Ok(self
-            .create_entry(parent, name, uid, gid, |p| {
-                std::os::unix::fs::symlink(&stored, p)
-            })?
-            .1)
+        let (a, _) = self.create_entry(parent, name, uid, gid, |dir, on| {
+            at::symlink_at(&stored, dir, on).map(|()| None)
+        })?;
+        Ok(a)
     }
 
     pub(crate) fn do_mknod(
@@ -247,37 +152,36 @@ impl OverlayFs {
         uid: u32,
         gid: u32,
     ) -> R<FileAttr> {
-        Ok(self
-            .create_entry(parent, name, uid, gid, |p| {
-                if mode & libc::S_IFMT == libc::S_IFREG {
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(p)?;
-                    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode & 0o7777))
-                } else {
-                    sys::mknod(p, mode, u64::from(rdev))
-                }
-            })?
-            .1)
+        let (a, _) = self.create_entry(parent, name, uid, gid, |dir, on| {
+            if mode & libc::S_IFMT == libc::S_IFREG {
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+                let f = at::open_regular_at(dir, on, flags, mode & 0o7777)?;
+                // The mode exactly, whatever our umask.
+                use std::os::unix::fs::PermissionsExt;
+                f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+                Ok(None)
+            } else {
+                at::mknod_at(dir, on, mode, u64::from(rdev)).map(|()| None)
+            }
+        })?;
+        Ok(a)
     }
 
     pub(crate) fn do_link(&self, ino: u64, newparent: u64, newname: &OsStr) -> R<FileAttr> {
-        let src = self.path_of(ino)?;
-        Ok(self
-            .create_entry(newparent, newname, u32::MAX, u32::MAX, |p| {
-                std::fs::hard_link(&src, p)
-            })?
-            .1)
+        let (src, _) = self.stat_of(ino)?;
+        let (a, _) = self.create_entry(newparent, newname, u32::MAX, u32::MAX, |dir, on| {
+            at::link_at(&*src.dir, &src.name, dir, on).map(|()| None)
+        })?;
+        Ok(a)
     }
 
     pub(crate) fn do_readlink(&self, ino: u64) -> R<Vec<u8>> {
         use std::os::unix::ffi::OsStrExt;
-        let p = self.path_of(ino)?;
-        let t = std::fs::read_link(&p).map_err(|e| io_errno(&e))?;
+        let a = self.at_of(ino)?;
+        let t = at::readlink_at(&*a.dir, &a.name).map_err(|e| io_errno(&e))?;
         let plain = self
             .cd
-            .decrypt_symlink_target(t.as_os_str(), &p)
+            .decrypt_symlink_target(&t, shown(&a.name))
             .map_err(|e| errno(&e))?;
         Ok(plain.as_bytes().to_vec())
     }
@@ -288,22 +192,21 @@ impl OverlayFs {
             return Err(Errno::EROFS);
         }
         let (dir, cn) = self.child(parent, name)?;
-        let path = dir.join(&cn.on_disk);
-        let dfd = self.dir_fds.get(parent, &dir).map_err(|e| io_errno(&e))?;
+        let on = OsStr::new(&cn.on_disk);
         // Held open across the unlink, the file is freed by the reaper.
         let pinned = self
             .reaper
             .as_ref()
-            .and_then(|_| reaper::pin_at(&*dfd, OsStr::new(&cn.on_disk)).ok());
-        sys::unlink_at(&*dfd, OsStr::new(&cn.on_disk), 0).map_err(|e| io_errno(&e))?;
+            .and_then(|_| reaper::pin_at(&*dir, on).ok());
+        at::unlink_at(&*dir, on, 0).map_err(|e| io_errno(&e))?;
         if let (Some(r), Some(fd)) = (&self.reaper, pinned) {
             r.release(fd);
         }
-        Self::drop_long_name(&dir, &cn);
-        self.inodes
+        let _ = self.cd.remove_long_name_at(&*dir, &cn);
+        self.nodes
             .lock()
             .map_err(|_| Errno::EIO)?
-            .remove_path(&path);
+            .remove(parent, on);
         Ok(())
     }
 
@@ -312,45 +215,46 @@ impl OverlayFs {
     /// when the directory cannot go). Answers the removed directory's
     /// FUSE inode number.
     fn remove_dir_at(&self, parent: &impl AsFd, name: &OsStr) -> R<u64> {
-        let not_dir = |e: std::io::Error| match e.raw_os_error() {
-            Some(libc::ELOOP) => Errno::ENOTDIR,
-            _ => io_errno(&e),
-        };
-        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-        let fd = sys::open_at(parent, name, flags, 0).map_err(not_dir)?;
-        let dir = std::fs::File::from(fd);
-        let ino = dir.metadata().map_err(|e| io_errno(&e))?.ino();
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+        let dir = at::open_at(parent, name, flags, 0).map_err(|e| io_errno(&e))?;
+        let ino = at::fstat(&dir).map_err(|e| io_errno(&e))?.st_ino;
         let diriv = OsStr::new(DIRIV_NAME);
         let mut has_diriv = false;
-        for n in sys::dir_names(&dir).map_err(|e| io_errno(&e))? {
-            if n == diriv && self.cd.names().mode() == (NameMode::Eme { diriv: true }) {
+        for e in at::read_entries(&dir).map_err(|e| io_errno(&e))? {
+            if e.name == diriv && self.cd.names().mode() == (NameMode::Eme { diriv: true }) {
                 has_diriv = true;
             } else {
                 return Err(Errno::ENOTEMPTY);
             }
         }
         let saved = if has_diriv {
-            let mut b = Vec::new();
-            let f = sys::open_at(&dir, diriv, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-                .map_err(|e| io_errno(&e))?;
-            std::fs::File::from(f)
-                .read_to_end(&mut b)
-                .map_err(|e| io_errno(&e))?;
-            sys::unlink_at(&dir, diriv, 0).map_err(|e| io_errno(&e))?;
+            // Whatever it holds, at most what a diriv may (a planted FIFO
+            // or a huge file is refused, not read).
+            let b = at::read_small_at(&dir, diriv, DIRIV_LEN).map_err(|e| io_errno(&e))?;
+            at::unlink_at(&dir, diriv, 0).map_err(|e| io_errno(&e))?;
             Some(b)
         } else {
             None
         };
-        if let Err(e) = sys::unlink_at(parent, name, libc::AT_REMOVEDIR) {
+        if let Err(e) = at::unlink_at(parent, name, libc::AT_REMOVEDIR) {
             if let Some(b) = saved {
-                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-                if let Ok(f) = sys::open_at(&dir, diriv, flags, 0o400) {
-                    let _ = std::fs::File::from(f).write_all(&b);
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+                if let Ok(mut f) = at::open_regular_at(&dir, diriv, flags, 0o444) {
+                    let _ = f.write_all(&b);
                 }
             }
             return Err(io_errno(&e));
         }
         Ok(ino_of(ino, self.root_ino))
+    }
+
+    /// Removes directory `name` of the open directory `dir` (`parent`) and
+    /// forgets what was kept of it.
+    fn remove_dir_entry(&self, dir: &Arc<OwnedFd>, name: &OsStr) -> R<u64> {
+        let gone = self.remove_dir_at(&**dir, name)?;
+        self.dir_fds.forget(gone);
+        self.forget_dir_iv(gone);
+        Ok(gone)
     }
 
     pub(crate) fn do_rmdir(&self, parent: u64, name: &OsStr) -> R<()> {
@@ -359,16 +263,13 @@ impl OverlayFs {
             return Err(Errno::EROFS);
         }
         let (dir, cn) = self.child(parent, name)?;
-        let path = dir.join(&cn.on_disk);
-        let dfd = self.dir_fds.get(parent, &dir).map_err(|e| io_errno(&e))?;
-        let gone = self.remove_dir_at(&*dfd, OsStr::new(&cn.on_disk))?;
-        self.dir_fds.forget(gone);
-        self.forget_dir_iv(&path);
-        Self::drop_long_name(&dir, &cn);
-        self.inodes
+        let on = OsStr::new(&cn.on_disk);
+        self.remove_dir_entry(&dir, on)?;
+        let _ = self.cd.remove_long_name_at(&*dir, &cn);
+        self.nodes
             .lock()
             .map_err(|_| Errno::EIO)?
-            .remove_path(&path);
+            .remove(parent, on);
         Ok(())
     }
 
@@ -386,248 +287,56 @@ impl OverlayFs {
         }
         let (odir, ocn) = self.child(parent, name)?;
         let (ndir, ncn) = self.child(newparent, newname)?;
-        let (old, new) = (odir.join(&ocn.on_disk), ndir.join(&ncn.on_disk));
+        let (on, nn) = (OsStr::new(&ocn.on_disk), OsStr::new(&ncn.on_disk));
+        let same = parent == newparent && on == nn;
+        let is_dir = |st: &libc::stat| st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let old = at::stat_at(&*odir, on).map_err(|e| io_errno(&e))?;
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
             // Both names stay where they are (and so do their `.name`
-            // files); only what they point at is swapped.
-            let om = std::fs::symlink_metadata(&old).map_err(|e| io_errno(&e))?;
-            let nm = std::fs::symlink_metadata(&new).map_err(|e| io_errno(&e))?;
-            sys::rename2(&old, &new, flags.bits()).map_err(|e| io_errno(&e))?;
-            if om.is_dir() || nm.is_dir() {
-                self.forget_dir_ivs(&old);
-                self.forget_dir_ivs(&new);
-            }
-            self.inodes.lock().map_err(|_| Errno::EIO)?.exchange(
-                &old,
-                om.is_dir(),
-                &new,
-                nm.is_dir(),
-            );
+            // files); only what they point at is swapped. Directory IVs
+            // belong to the directories, so none changes.
+            at::stat_at(&*ndir, nn).map_err(|e| io_errno(&e))?;
+            at::rename_at(&*odir, on, &*ndir, nn, flags.bits()).map_err(|e| io_errno(&e))?;
+            self.nodes
+                .lock()
+                .map_err(|_| Errno::EIO)?
+                .exchange((parent, on), (newparent, nn));
             return Ok(());
         }
-        let om = std::fs::symlink_metadata(&old).map_err(|e| io_errno(&e))?;
-        let target_exists = std::fs::symlink_metadata(&new).is_ok();
-        if let Ok(nm) = std::fs::symlink_metadata(&new) {
+        let target = at::stat_at(&*ndir, nn).ok();
+        if let Some(t) = &target {
             if flags.contains(RenameFlags::RENAME_NOREPLACE) {
                 return Err(Errno::EEXIST);
             }
-            if old == new {
+            if same {
                 return Ok(());
             }
             // An empty target directory still holds its diriv: remove it first.
-            if nm.is_dir() && om.is_dir() {
-                let dfd = self
-                    .dir_fds
-                    .get(newparent, &ndir)
-                    .map_err(|e| io_errno(&e))?;
-                let gone = self.remove_dir_at(&*dfd, OsStr::new(&ncn.on_disk))?;
-                self.dir_fds.forget(gone);
-                self.forget_dir_iv(&new);
+            if is_dir(t) && is_dir(&old) {
+                self.remove_dir_entry(&ndir, nn)?;
             }
         }
         if ncn.long.is_some() {
             // Same name, same content: replace a target's .name file (it
             // is read-only, so remove and create rather than overwrite).
-            let p = ndir.join(format!("{}{LONGNAME_SUFFIX}", ncn.on_disk));
-            let _ = std::fs::remove_file(&p);
+            let _ = self.cd.remove_long_name_at(&*ndir, &ncn);
             self.cd
-                .write_long_name(&ndir, &ncn)
+                .write_long_name_at(&*ndir, shown(nn), &ncn)
                 .map_err(|e| errno(&e))?;
         }
-        if let Err(e) = sys::rename2(&old, &new, flags.bits()) {
-            if !target_exists {
-                Self::drop_long_name(&ndir, &ncn);
+        if let Err(e) = at::rename_at(&*odir, on, &*ndir, nn, flags.bits()) {
+            if target.is_none() {
+                let _ = self.cd.remove_long_name_at(&*ndir, &ncn);
             }
             return Err(io_errno(&e));
         }
-        if old != new {
-            Self::drop_long_name(&odir, &ocn);
+        if !same {
+            let _ = self.cd.remove_long_name_at(&*odir, &ocn);
         }
-        self.inodes
+        self.nodes
             .lock()
             .map_err(|_| Errno::EIO)?
-            .rename(&old, &new, om.is_dir());
-        if om.is_dir() {
-            self.forget_dir_ivs(&old);
-        }
+            .rename(parent, on, newparent, nn);
         Ok(())
     }
-
-    /// Fills a READDIRPLUS reply from `listing`, starting at entry `pos`: each entry with its attributes, so
-    /// `ls -l`, `du`, `rsync` and `rm -r` need no LOOKUP per name. Every
-    /// entry sent except "." and ".." counts as a kernel lookup. Entries
-    /// gone since the snapshot are skipped.
-    pub(crate) fn fill_readdirplus(
-        &self,
-        listing: &Listing,
-        pos: usize,
-        reply: &mut dyn super::ops::DirPlusSink,
-    ) -> R<()> {
-        if pos >= listing.items.len() {
-            // The end of the listing: an empty answer.
-            return Ok(());
-        }
-        let ino = listing.ino;
-        let dir = self.path_of(ino)?;
-        let mut looked_up = Vec::new();
-        // Attributes read ahead with the listing, while still fresh.
-        let pre = listing.stats.as_deref().filter(|s| s.fresh(&self.prefetch));
-        // Otherwise entries are stat'ed relative to the directory, opened once.
-        let mut dir_fd = None;
-        for (i, it) in listing.items.iter().enumerate().skip(pos) {
-            let (a, path) = if it.cipher.is_empty() {
-                (dot_attr(ino), None)
-            } else {
-                let a = match pre {
-                    Some(s) => s.attrs.get(i).copied().flatten(),
-                    None => {
-                        if dir_fd.is_none() {
-                            dir_fd = Some(open_dir(&dir).map_err(|e| io_errno(&e))?);
-                        }
-                        dir_fd
-                            .as_ref()
-                            .and_then(|fd| self.stat_entry(fd, &dir, &it.cipher))
-                    }
-                };
-                // Gone since the listing was taken.
-                let Some(a) = a else { continue };
-                (a, Some(dir.join(&it.cipher)))
-            };
-            if reply.add(a.ino.0, listing.offset_after(i), &it.name, &a, self.ttl) {
-                break;
-            }
-            if let Some(p) = path {
-                looked_up.push((a.ino.0, p));
-            }
-        }
-        // Recorded before the reply goes out, so a FORGET cannot overtake it.
-        let mut t = self.inodes.lock().map_err(|_| Errno::EIO)?;
-        for (i, p) in &looked_up {
-            t.looked_up(*i, p);
-        }
-        Ok(())
-    }
-
-    /// The attributes of entry `cipher` of directory `dir` (open as `fd`),
-    /// `None` when it is gone.
-    fn stat_entry(&self, fd: &std::fs::File, dir: &Path, cipher: &OsStr) -> Option<FileAttr> {
-        let st = sys::lstat_at(fd, cipher).ok()?;
-        // Only a symlink's attributes need its path (its target's length).
-        let link;
-        let p = if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-            link = dir.join(cipher);
-            &link
-        } else {
-            dir
-        };
-        Some(attr_stat(&self.cd, p, &st, self.root_ino))
-    }
-
-    /// Lists directory `ino` at `dir` ahead of its reader (see `prefetch.rs`).
-    fn read_ahead_one(&self, ino: u64, dir: PathBuf) -> Option<Ready> {
-        let start = self.prefetch.start_stats();
-        let items = self.snapshot_at(ino, &dir).ok()?;
-        let fd = open_dir(&dir).ok()?;
-        let attrs = items
-            .iter()
-            .map(|it| {
-                if it.cipher.is_empty() {
-                    None
-                } else {
-                    self.stat_entry(&fd, &dir, &it.cipher)
-                }
-            })
-            .collect();
-        Some(Ready {
-            dir,
-            items,
-            stats: Prefetch::stats(attrs, start),
-        })
-    }
-
-    /// Queues the subdirectories of the new listing `l` of `dir` for
-    /// read-ahead, starting the worker thread the first time.
-    pub(crate) fn read_ahead(&self, dir: &Path, l: &Listing) {
-        let subdirs = l
-            .items
-            .iter()
-            .filter(|it| it.kind == FileType::Directory && !it.cipher.is_empty())
-            .map(|it| (it.ino, dir.join(&it.cipher)))
-            .collect::<Vec<_>>();
-        if subdirs.is_empty() || !self.prefetch.want(subdirs.into_iter()) {
-            return;
-        }
-        let fs = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("ck-readahead".into())
-            .spawn(move || {
-                while let Some((ino, dir)) = fs.prefetch.next() {
-                    if let Some(r) = fs.read_ahead_one(ino, dir) {
-                        fs.prefetch.put(ino, r);
-                    }
-                }
-            });
-        if spawned.is_err() {
-            // No read-ahead then; listings are taken when read, as before.
-            self.prefetch.stop();
-        }
-    }
-
-    /// Lists directory `ino`, cipher directory `dir`, with plaintext names
-    /// ("." and ".." first).
-    /// Undecryptable names are skipped and logged, as gocryptfs does.
-    pub(crate) fn snapshot_at(&self, ino: u64, dir: &Path) -> R<Vec<DirItem>> {
-        let iv = self.dir_iv(dir)?;
-        let mut items = vec![
-            DirItem {
-                ino,
-                kind: FileType::Directory,
-                name: ".".into(),
-                cipher: OsString::new(),
-            },
-            DirItem {
-                ino: ino.max(1),
-                kind: FileType::Directory,
-                name: "..".into(),
-                cipher: OsString::new(),
-            },
-        ];
-        let (mut cnames, mut found) = (Vec::new(), Vec::new());
-        for e in std::fs::read_dir(dir).map_err(|e| io_errno(&e))? {
-            let e = e.map_err(|e| io_errno(&e))?;
-            let cname = e.file_name();
-            if self.cd.is_internal(dir, &cname) {
-                continue;
-            }
-            let k = e.file_type().map(kind).unwrap_or(FileType::RegularFile);
-            found.push((ino_of(e.ino(), self.root_ino), k));
-            cnames.push(cname);
-        }
-        // All names of the listing at once (one key-holder request with --keep).
-        let names = self.cd.decrypt_entries(dir, &iv, &cnames);
-        for ((cname, name), (ino, kind)) in cnames.into_iter().zip(names).zip(found) {
-            match name {
-                Ok(name) => items.push(DirItem {
-                    ino,
-                    kind,
-                    name,
-                    cipher: cname,
-                }),
-                Err(err) => eprintln!(
-                    "cryptkeep fs: skipping {}: {err}",
-                    dir.join(&cname).display()
-                ),
-            }
-        }
-        Ok(items)
-    }
-}
-
-/// Opens directory `p` for `*at` calls.
-fn open_dir(p: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(p)
 }

@@ -19,18 +19,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::data::OpenFiles;
 use super::dirfds::DirFds;
-use super::inodes::Inodes;
 use super::listings::Listings;
+use super::nodes::Nodes;
 use super::ops::{SetAttr, XattrAnswer};
 use super::prefetch::Prefetch;
 use super::reaper::Reaper;
 
-/// Directory IVs by cipher directory, with when each was read.
-pub(crate) type DirIvCache = HashMap<
-    std::path::PathBuf,
-    (cryptkeep_overlay::DirIv, std::time::Instant),
-    foldhash::fast::RandomState,
->;
+/// Directory IVs by directory inode, with when each was read.
+pub(crate) type DirIvCache =
+    HashMap<u64, (cryptkeep_overlay::DirIv, std::time::Instant), foldhash::fast::RandomState>;
 
 /// The overlay file system over one opened cipher directory. Clones share
 /// all state, so the `/dev/fuse` session and the io_uring queues can serve
@@ -38,7 +35,8 @@ pub(crate) type DirIvCache = HashMap<
 #[derive(Clone)]
 pub(crate) struct OverlayFs {
     pub(crate) cd: Arc<CipherDir>,
-    pub(crate) inodes: Arc<Mutex<Inodes>>,
+    /// Inodes and the names they were looked up by.
+    pub(crate) nodes: Arc<Mutex<Nodes>>,
     /// Directory IVs read, and when: served for as long as the kernel
     /// caches entries (a directory recreated behind the mount's back gets
     /// a new IV; gocryptfs's cache likewise expires after its 1 s).
@@ -48,7 +46,9 @@ pub(crate) struct OverlayFs {
     pub(crate) prefetch: Arc<Prefetch>,
     /// Frees removed files off the request path (`reaper.rs`).
     pub(crate) reaper: Option<Arc<Reaper>>,
-    /// Directories entries are removed from, kept open (`dirfds.rs`).
+    /// The cipher directory's descriptor and those of recently used
+    /// directories: every call on the backing store starts from one
+    /// (`dirfds.rs`).
     pub(crate) dir_fds: Arc<DirFds>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
@@ -70,14 +70,19 @@ impl OverlayFs {
         writeback_cache: bool,
         ttl: Duration,
     ) -> std::io::Result<OverlayFs> {
-        let root_ino = std::fs::metadata(cd.root())?.ino();
+        use std::os::unix::fs::OpenOptionsExt;
+        let root = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(cd.root())?;
+        let root_ino = root.metadata()?.ino();
         Ok(OverlayFs {
-            inodes: Arc::new(Mutex::new(Inodes::new(cd.root()))),
+            nodes: Arc::new(Mutex::new(Nodes::new())),
             dir_ivs: Arc::default(),
             files: Arc::default(),
             listings: Arc::default(),
             prefetch: Arc::new(Prefetch::new(ttl)),
-            dir_fds: Arc::new(DirFds::new(ttl)),
+            dir_fds: Arc::new(DirFds::new(root.into(), ttl)),
             ttl,
             reaper: if read_only {
                 None
@@ -159,7 +164,7 @@ impl Filesystem for OverlayFs {
             std::thread::sleep(FORGET_PAUSE);
         }
         let gone = self
-            .inodes
+            .nodes
             .lock()
             .is_ok_and(|mut t| t.forget(ino.0, nlookup));
         if gone {

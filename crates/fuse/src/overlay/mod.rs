@@ -19,15 +19,17 @@ mod data;
 mod dirfds;
 pub(crate) mod entries;
 pub(crate) mod fs;
-mod inodes;
 mod listings;
 mod mount;
+mod nodes;
 pub(crate) mod ops;
 mod prefetch;
 #[cfg(test)]
 mod read_ahead_tests;
 mod reaper;
+mod resolve;
 mod reverse;
+mod snapshot;
 mod xattr;
 
 pub use mount::{mount_overlay, mount_reverse, OverlayMount};

@@ -3,7 +3,7 @@
 //! `fs.rs` (requests read from `/dev/fuse`) and the FUSE-over-io_uring
 //! queues of `crate::uring`.
 
-use cryptkeep_overlay::sys;
+use cryptkeep_overlay::at;
 use fuser::{Errno, FileAttr};
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -103,16 +103,25 @@ impl OverlayFs {
             r?;
             return self.attr_of(ino);
         }
-        let p = self.path_of(ino)?;
+        // Otherwise through an O_PATH descriptor of the entry itself, checked
+        // to be this inode: a symlink put in its place is never followed.
+        let p = self.pin(ino)?;
         if let Some(m) = s.mode {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m & 0o7777))
-                .map_err(|e| io_errno(&e))?;
+            if p.is_symlink() {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            at::chmod_fd(&*p.fd, m & 0o7777).map_err(|e| io_errno(&e))?;
         }
         if s.uid.is_some() || s.gid.is_some() {
-            std::os::unix::fs::lchown(&p, s.uid, s.gid).map_err(|e| io_errno(&e))?;
+            at::chown_at(&*p.fd, OsStr::new(""), s.uid, s.gid).map_err(|e| io_errno(&e))?;
         }
         if s.atime.is_some() || s.mtime.is_some() {
-            sys::set_times_opt(&p, s.atime, s.mtime).map_err(|e| io_errno(&e))?;
+            let r = if p.is_symlink() {
+                at::utimens_at(&*p.at.dir, &p.at.name, s.atime, s.mtime)
+            } else {
+                at::utimens_at(&*p.fd, OsStr::new(""), s.atime, s.mtime)
+            };
+            r.map_err(|e| io_errno(&e))?;
         }
         self.attr_of(ino)
     }
@@ -144,18 +153,17 @@ impl OverlayFs {
                 return Ok((l, pos));
             }
         }
-        let dir = self.path_of(ino)?;
         // Listed without the lock held.
-        let (items, stats) = match self.prefetch.take(ino, &dir) {
+        let (items, stats) = match self.prefetch.take(ino) {
             Some(r) => (r.items, Some(r.stats)),
-            None => (self.snapshot_at(ino, &dir)?, None),
+            None => (self.snapshot(ino, &*self.dir_fd(ino)?)?, None),
         };
         let l = self
             .listings
             .lock()
             .map_err(|_| Errno::EIO)?
             .insert(ino, items, stats);
-        self.read_ahead(&dir, &l);
+        self.read_ahead(&l);
         Ok((l, pos))
     }
 
@@ -171,7 +179,7 @@ impl OverlayFs {
 
     /// `statfs` of the backing file system (names up to 255 bytes).
     pub(crate) fn do_statfs(&self) -> R<Statfs> {
-        let s = sys::statvfs(self.cd.root()).map_err(|e| io_errno(&e))?;
+        let s = at::statvfs_fd(&**self.dir_fds.root()).map_err(|e| io_errno(&e))?;
         Ok(Statfs {
             blocks: s.f_blocks,
             bfree: s.f_bfree,
@@ -208,29 +216,22 @@ impl OverlayFs {
     ) -> R<(FileAttr, u64)> {
         let perm = mode & !umask & 0o7777;
         let excl = flags & libc::O_EXCL != 0;
-        let (path, a, f) = self.create_entry_fd(parent, name, uid, gid, |p| {
-            use std::os::unix::fs::OpenOptionsExt;
-            let new = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(perm)
-                .open(p);
-            match new {
+        let (a, f) = self.create_entry(parent, name, uid, gid, |dir, on| {
+            let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+            match at::open_regular_at(dir, on, flags, perm) {
                 Ok(f) => {
                     // The mode exactly, whatever our umask.
                     f.set_permissions(std::fs::Permissions::from_mode(perm))?;
                     Ok(Some((f, false)))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !excl => {
-                    let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
-                    Ok(Some((f, true)))
+                    Ok(Some((at::open_regular_at(dir, on, libc::O_RDWR, 0)?, true)))
                 }
                 Err(e) => Err(e),
             }
         })?;
         let f = f.ok_or(Errno::EIO)?;
-        let fh = self.open_file_with(a.ino.0, f, &path)?;
+        let fh = self.open_file_with(a.ino.0, f)?;
         Ok((a, fh))
     }
 }

@@ -18,12 +18,11 @@
 
 use fuser::FileAttr;
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::entries::DirItem;
+use super::snapshot::DirItem;
 
 /// How long after the last change through the mount read-ahead resumes.
 const QUIET: Duration = Duration::from_millis(50);
@@ -36,8 +35,6 @@ const READY: usize = 512;
 
 /// One directory listed ahead of its reader.
 pub(crate) struct Ready {
-    /// The cipher directory that was listed.
-    pub(crate) dir: PathBuf,
     /// "." and "..", then the entries.
     pub(crate) items: Vec<DirItem>,
     /// Each entry's attributes (`None` for "." and "..", and for entries
@@ -87,7 +84,7 @@ impl Drop for Changing<'_> {
 
 #[derive(Default)]
 struct State {
-    wanted: VecDeque<(u64, PathBuf)>,
+    wanted: VecDeque<u64>,
     ready: HashMap<u64, Ready, foldhash::fast::RandomState>,
     started: bool,
     stopped: bool,
@@ -146,17 +143,17 @@ impl Prefetch {
         }
     }
 
-    /// The prefetched listing of directory `ino` at `dir`, if one is ready
-    /// and still fresh.
-    pub(crate) fn take(&self, ino: u64, dir: &std::path::Path) -> Option<Ready> {
+    /// The prefetched listing of directory `ino`, if one is ready and
+    /// still fresh.
+    pub(crate) fn take(&self, ino: u64) -> Option<Ready> {
         let mut st = self.state.lock().ok()?;
         let r = st.ready.remove(&ino)?;
-        (r.dir == dir && r.stats.fresh(self)).then_some(r)
+        r.stats.fresh(self).then_some(r)
     }
 
     /// Queues directories `dirs`, the one to be read first last. Returns
     /// true when the caller must start the worker (the first time).
-    pub(crate) fn want(&self, dirs: impl DoubleEndedIterator<Item = (u64, PathBuf)>) -> bool {
+    pub(crate) fn want(&self, dirs: impl DoubleEndedIterator<Item = u64>) -> bool {
         let quiet = self
             .now_ms()
             .saturating_sub(self.last_change_ms.load(Ordering::Relaxed));
@@ -171,7 +168,7 @@ impl Prefetch {
         }
         let before = st.wanted.len();
         for d in dirs.rev() {
-            if !st.ready.contains_key(&d.0) {
+            if !st.ready.contains_key(&d) {
                 st.wanted.push_back(d);
             }
         }
@@ -186,7 +183,7 @@ impl Prefetch {
     }
 
     /// The next directory to list; `None` once stopped (the worker ends).
-    pub(crate) fn next(&self) -> Option<(u64, PathBuf)> {
+    pub(crate) fn next(&self) -> Option<u64> {
         let mut st = self.state.lock().ok()?;
         loop {
             if st.stopped {
@@ -236,9 +233,8 @@ impl Prefetch {
 mod tests {
     use super::*;
 
-    fn ready(p: &Prefetch, dir: &str) -> Ready {
+    fn ready(p: &Prefetch) -> Ready {
         Ready {
-            dir: dir.into(),
             items: Vec::new(),
             stats: Prefetch::stats(Vec::new(), p.start_stats()),
         }
@@ -247,35 +243,29 @@ mod tests {
     #[test]
     fn a_change_through_the_mount_spoils_what_was_taken_before_it() {
         let p = Prefetch::new(Duration::from_secs(1));
-        p.put(5, ready(&p, "/c/a"));
-        p.put(6, ready(&p, "/c/b"));
-        assert!(p.take(5, "/c/a".as_ref()).is_some());
-        assert!(p.take(5, "/c/a".as_ref()).is_none(), "taken once");
+        p.put(5, ready(&p));
+        p.put(6, ready(&p));
+        assert!(p.take(5).is_some());
+        assert!(p.take(5).is_none(), "taken once");
         p.changed();
-        assert!(p.take(6, "/c/b".as_ref()).is_none());
-        p.put(7, ready(&p, "/c/d"));
-        assert!(p.take(7, "/c/moved".as_ref()).is_none(), "another path");
+        assert!(p.take(6).is_none());
     }
 
     #[test]
     fn the_last_queued_is_listed_first_and_nothing_while_changing() {
         let p = Prefetch::new(Duration::from_secs(1));
-        let dirs = |n: &[u64]| {
-            n.iter()
-                .map(|&i| (i, PathBuf::from(format!("/c/{i}"))))
-                .collect::<Vec<_>>()
-        };
+        let dirs = |n: &[u64]| n.to_vec();
         assert!(
             p.want(dirs(&[1, 2, 3]).into_iter()),
             "first want starts the worker"
         );
-        assert_eq!(p.next().unwrap().0, 1);
+        assert_eq!(p.next().unwrap(), 1);
         assert!(!p.want(dirs(&[4]).into_iter()));
-        assert_eq!(p.next().unwrap().0, 4);
-        assert_eq!(p.next().unwrap().0, 2);
+        assert_eq!(p.next().unwrap(), 4);
+        assert_eq!(p.next().unwrap(), 2);
         p.changed();
         assert!(!p.want(dirs(&[9]).into_iter()));
-        assert_eq!(p.next().unwrap().0, 3);
+        assert_eq!(p.next().unwrap(), 3);
         p.stop();
         assert!(p.next().is_none());
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::fs::OverlayFs;
-use super::inodes::ROOT_INO;
+use super::nodes::ROOT_INO;
 
 /// The mount's cache time-out in these tests.
 const TTL: Duration = Duration::from_millis(700);

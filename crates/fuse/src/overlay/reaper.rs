@@ -16,7 +16,7 @@
 //! flushes its deferred inactivations on ENOSPC).
 
 use super::fs::OverlayFs;
-use cryptkeep_overlay::sys;
+use cryptkeep_overlay::at;
 use fuser::Errno;
 use std::ffi::OsStr;
 use std::io;
@@ -55,7 +55,7 @@ impl OverlayFs {
 /// O_NOFOLLOW`: no access needed, a symlink is not followed), which keeps
 /// its inode alive after the last name is removed.
 pub(crate) fn pin_at(dir: &impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
-    sys::open_at(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+    at::open_at(dir, name, libc::O_PATH, 0)
 }
 
 #[derive(Default)]
@@ -341,7 +341,7 @@ mod tests {
     #[test]
     fn an_unlinked_file_lives_until_the_reaper_closes_it() {
         let (fs, dir) = overlay("unlink");
-        let root = super::super::inodes::ROOT_INO;
+        let root = super::super::nodes::ROOT_INO;
         let a = fs
             .do_mknod(
                 root,
@@ -352,7 +352,8 @@ mod tests {
                 u32::MAX,
             )
             .unwrap();
-        let backing = fs.path_of(a.ino.0).unwrap();
+        let name = fs.nodes.lock().unwrap().link(a.ino.0).unwrap().name;
+        let backing = dir.join("c").join(name);
         std::fs::write(&backing, vec![7u8; 64 << 10]).unwrap();
         fs.do_unlink(root, OsStr::new("f")).unwrap();
         assert!(!backing.exists(), "the name must be gone at once");

@@ -2,13 +2,14 @@
 //! EME(name), values sealed like a content block without a file ID; POSIX
 //! ACLs pass through unencrypted (as in gocryptfs).
 
-use cryptkeep_overlay::sys;
+use cryptkeep_overlay::at;
 use fuser::Errno;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use super::attr::{errno, io_errno};
 use super::fs::OverlayFs;
+use super::resolve::shown;
 
 type R<T> = Result<T, Errno>;
 
@@ -39,15 +40,15 @@ impl OverlayFs {
         if name == CAPABILITY {
             return Err(Errno::ENODATA);
         }
-        let p = self.path_of(ino)?;
+        let (a, _) = self.stat_of(ino)?;
         let stored = self.stored_name(name)?;
-        let v = sys::get_xattr(&p, &stored).map_err(|e| io_errno(&e))?;
+        let v = at::get_xattr_at(&*a.dir, &a.name, &stored).map_err(|e| io_errno(&e))?;
         if is_acl(name) {
             return Ok(v);
         }
         self.cd
             .decrypt_xattr_value(&v)
-            .map_err(|e| errno(&e.at(&p)))
+            .map_err(|e| errno(&e.at(shown(&a.name))))
     }
 
     pub(crate) fn do_setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> R<()> {
@@ -58,14 +59,16 @@ impl OverlayFs {
         if name == CAPABILITY {
             return Err(Errno::EOPNOTSUPP);
         }
-        let p = self.path_of(ino)?;
+        let (a, _) = self.stat_of(ino)?;
         let stored = self.stored_name(name)?;
         let v = if is_acl(name) {
             value.to_vec()
         } else {
             self.cd.encrypt_xattr_value(value).map_err(|e| errno(&e))?
         };
-        self.with_room(|| sys::set_xattr_flags(&p, &stored, &v, flags).map_err(|e| io_errno(&e)))
+        self.with_room(|| {
+            at::set_xattr_at(&*a.dir, &a.name, &stored, &v, flags).map_err(|e| io_errno(&e))
+        })
     }
 
     pub(crate) fn do_removexattr(&self, ino: u64, name: &OsStr) -> R<()> {
@@ -73,15 +76,15 @@ impl OverlayFs {
         if self.read_only {
             return Err(Errno::EROFS);
         }
-        let p = self.path_of(ino)?;
-        sys::remove_xattr(&p, &self.stored_name(name)?).map_err(|e| io_errno(&e))
+        let (a, _) = self.stat_of(ino)?;
+        at::remove_xattr_at(&*a.dir, &a.name, &self.stored_name(name)?).map_err(|e| io_errno(&e))
     }
 
     /// The NUL-separated list of plaintext xattr names.
     pub(crate) fn do_listxattr(&self, ino: u64) -> R<Vec<u8>> {
-        let p = self.path_of(ino)?;
+        let (a, _) = self.stat_of(ino)?;
         let mut out = Vec::new();
-        for n in sys::list_xattrs(&p).map_err(|e| io_errno(&e))? {
+        for n in at::list_xattrs_at(&*a.dir, &a.name).map_err(|e| io_errno(&e))? {
             let plain = if is_acl(&n) {
                 Some(n.as_bytes().to_vec())
             } else {
