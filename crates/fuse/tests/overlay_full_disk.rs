@@ -165,3 +165,98 @@ fn full_disk_over_dev_fuse() {
 fn full_disk_over_io_uring() {
     fill_delete_refill("uring", OverlayOptions::default().over_io_uring().unwrap());
 }
+
+/// Opens `p` for writing and writes `len` bytes in 1 MiB `write()`s,
+/// ignoring every error (as a careless writer does); closes it.
+fn write_ignoring_errors(p: &Path, len: usize) {
+    let Ok(mut f) = fs::File::create(p) else {
+        return;
+    };
+    let chunk = pattern(7, MIB);
+    for _ in 0..len / MIB {
+        let _ = f.write(&chunk);
+    }
+    drop(f);
+}
+
+/// On a disk that fills up, no error is lost: a careless writer cannot
+/// grow a file past what the disk holds (no holes where its data never
+/// landed), `write()` itself fails once space is low (a `close()` never
+/// succeeds over data that was not stored), `mkdir` is ENOSPC, and the
+/// cipher directory checks clean afterwards.
+fn full_disk_errors(tag: &str, opts: OverlayOptions) {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test mounts a tmpfs");
+    let t = TempDir::new(&format!("full-errors-{tag}"));
+    let _back = Tmpfs::mount(&t.join("back"), 40);
+    let cipher = t.join("back/cipher");
+    let cd = Arc::new(init_cheap(&cipher));
+    let mnt = t.join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(cd.clone(), &mnt, &opts).unwrap();
+    // 200 MiB into a 40 MiB disk through the page cache, errors ignored.
+    write_ignoring_errors(&mnt.join("careless"), 200 * MIB);
+    // Space is low now: each write() reaches the disk before it returns.
+    let mut f = fs::File::create(mnt.join("topup")).unwrap();
+    let mut written = 0usize;
+    let e = loop {
+        match f.write(&pattern(3, 4096)) {
+            Ok(n) => written += n,
+            Err(e) => break e,
+        }
+        assert!(written < 64 * MIB, "write() never failed on a full disk");
+    };
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    drop(f);
+    // `echo hello > f`: the write or the close fails, never both succeed.
+    let echo = fs::File::create(mnt.join("small")).and_then(|mut f| {
+        f.write_all(b"hello\n")?;
+        // Close, and see what close() said.
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(f);
+        // SAFETY: `fd` was just taken from the file and is closed once here.
+        match unsafe { libc::close(fd) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    });
+    let e = echo.expect_err("a small write and close on a full disk both succeeded");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    let e = fs::create_dir(mnt.join("dir")).expect_err("mkdir on a full disk");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "mkdir: {e}");
+    m.unmount().unwrap();
+
+    // Remounted: nothing reads back that was never stored.
+    let m = mount_overlay(cd.clone(), &mnt, &opts).unwrap();
+    // At most the disk, plus the holes that write-backs sent in parallel
+    // can leave before one that landed (a few MiB in flight), never the
+    // 200 MiB asked for.
+    let careless = fs::metadata(mnt.join("careless")).unwrap().len();
+    assert!(
+        careless <= 56 * MIB as u64,
+        "a careless writer grew a {careless}-byte file on a 40 MiB disk"
+    );
+    let got = read_all(&mnt.join("careless"));
+    let want = pattern(7, MIB);
+    for (i, b) in got.chunks(4096).enumerate() {
+        let w = &want[(i * 4096) % MIB..][..b.len()];
+        assert!(
+            b == w || b.iter().all(|&x| x == 0),
+            "careless block {i} is neither what was written nor a hole"
+        );
+    }
+    let small = fs::metadata(mnt.join("small")).map_or(0, |m| m.len());
+    assert!(small == 0 || small == 6, "small is {small} bytes");
+    m.unmount().unwrap();
+    let report = cd.fsck();
+    assert!(report.is_clean(), "fsck after a full disk: {report:?}");
+}
+
+#[test]
+fn full_disk_errors_over_dev_fuse() {
+    full_disk_errors("dev", OverlayOptions::default());
+}
+
+#[test]
+fn full_disk_errors_over_io_uring() {
+    full_disk_errors("uring", OverlayOptions::default().over_io_uring().unwrap());
+}

@@ -2,12 +2,20 @@
 //! handles behind one read-write lock: reads run side by side, a write
 //! (read-modify-write of partial blocks, header creation) runs alone;
 //! plus truncation for `setattr`.
+//!
+//! A write that fails (a full disk) is remembered on the open inode: it
+//! is reported to the next `close()` (FLUSH) or `fsync()`, and until the
+//! file is truncated or closed, no later write may start past the end of
+//! the file. With the kernel's write cache, write-back runs after
+//! `write()` returned, so a writer that ignores errors would otherwise
+//! leave holes that read back as zeros where its data never landed, and
+//! could grow a huge sparse file on a full disk.
 
 use cryptkeep_overlay::{at, CipherFile};
 use fuser::Errno;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::attr::{errno, io_errno};
@@ -20,9 +28,46 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// An inode's open cipher file, with what became of its writes.
+pub(crate) struct Open {
+    cf: RwLock<CipherFile>,
+    /// The errno of a failed write (0: none): no later write may start
+    /// past the end of the file until a truncation or the last close.
+    failed: AtomicI32,
+    /// The errno of a failed write not yet reported to a FLUSH or FSYNC.
+    unreported: AtomicI32,
+}
+
+impl Open {
+    fn new(cf: CipherFile) -> Open {
+        Open {
+            cf: RwLock::new(cf),
+            failed: AtomicI32::new(0),
+            unreported: AtomicI32::new(0),
+        }
+    }
+
+    /// Remembers that a write failed with `e`; one from the page cache
+    /// (`cached`) is still to be reported.
+    fn write_failed(&self, e: Errno, cached: bool) {
+        self.failed.store(e.code(), Ordering::Release);
+        if cached {
+            self.unreported.store(e.code(), Ordering::Release);
+        }
+    }
+
+    /// A failed write's errno, once.
+    fn take_unreported(&self) -> R<()> {
+        match self.unreported.swap(0, Ordering::AcqRel) {
+            0 => Ok(()),
+            e => Err(Errno::from_i32(e)),
+        }
+    }
+}
+
 /// An inode's open cipher file and how many handles use it.
 struct OpenInode {
-    file: Arc<RwLock<CipherFile>>,
+    file: Arc<Open>,
     handles: u64,
 }
 
@@ -96,7 +141,7 @@ impl OverlayFs {
                 inodes.insert(
                     ino,
                     OpenInode {
-                        file: Arc::new(RwLock::new(CipherFile::new(f, &p))),
+                        file: Arc::new(Open::new(CipherFile::new(f, &p))),
                         handles: 1,
                     },
                 );
@@ -131,7 +176,7 @@ impl OverlayFs {
         }
     }
 
-    fn file_of(&self, fh: u64) -> R<Arc<RwLock<CipherFile>>> {
+    fn file_of(&self, fh: u64) -> R<Arc<Open>> {
         let ino = *self
             .files
             .handles
@@ -145,12 +190,12 @@ impl OverlayFs {
     /// The attributes of an open inode, from its descriptor.
     pub(crate) fn open_attr(&self, ino: u64) -> Option<fuser::FileAttr> {
         let f = self.open_inode(ino)?;
-        let cf = f.read().ok()?;
+        let cf = f.cf.read().ok()?;
         let m = cf.file().metadata().ok()?;
         Some(super::attr::attr(&self.cd, &m, self.root_ino))
     }
 
-    fn open_inode(&self, ino: u64) -> Option<Arc<RwLock<CipherFile>>> {
+    fn open_inode(&self, ino: u64) -> Option<Arc<Open>> {
         self.files
             .inodes
             .lock()
@@ -163,7 +208,7 @@ impl OverlayFs {
     /// straight into `out`; returns how many (short at end of file).
     pub(crate) fn do_read_into(&self, fh: u64, off: u64, out: &mut [u8]) -> R<usize> {
         let f = self.file_of(fh)?;
-        let cf = f.read().map_err(|_| Errno::EIO)?;
+        let cf = f.cf.read().map_err(|_| Errno::EIO)?;
         cf.read_at(self.cd.content(), out, off)
             .map_err(|e| errno(&e))
     }
@@ -190,18 +235,37 @@ impl OverlayFs {
         })
     }
 
-    pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8]) -> R<u32> {
+    /// Writes `data` at `off` of handle `fh`; `cached` for a write-back
+    /// from the page cache, whose failure no `write()` saw and which
+    /// FLUSH or FSYNC then reports.
+    pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8], cached: bool) -> R<u32> {
         let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
         }
         let f = self.file_of(fh)?;
-        let mut cf = f.write().map_err(|_| Errno::EIO)?;
-        self.with_room(|| {
-            cf.write_at(self.cd.content(), data, off)
-                .map_err(|e| errno(&e))
-        })?;
+        let mut cf = f.cf.write().map_err(|_| Errno::EIO)?;
+        let c = self.cd.content();
+        let failed = f.failed.load(Ordering::Acquire);
+        if failed != 0 && off > cf.plain_size(c).map_err(|e| errno(&e))? {
+            // Past the end after a failed write: it would leave a hole
+            // where that write's data never landed.
+            return Err(Errno::from_i32(failed));
+        }
+        let r = self.with_room(|| cf.write_at(c, data, off).map_err(|e| errno(&e)));
+        if let Err(e) = r {
+            f.write_failed(e, cached);
+            return Err(e);
+        }
         Ok(data.len() as u32)
+    }
+
+    /// FLUSH (every `close()` of handle `fh`, after the kernel wrote its
+    /// dirty pages back): reports a write-back that failed since the last
+    /// FLUSH or FSYNC. Writes reach the cipher file before they are
+    /// acknowledged, so nothing else is left to do.
+    pub(crate) fn do_flush(&self, fh: u64) -> R<()> {
+        self.file_of(fh)?.take_unreported()
     }
 
     /// Clears the set-user-ID and set-group-ID bits of handle `fh`'s file
@@ -210,7 +274,7 @@ impl OverlayFs {
         let _changing = self.prefetch.changing();
         use std::os::unix::fs::PermissionsExt;
         let Ok(f) = self.file_of(fh) else { return };
-        let Ok(cf) = f.read() else { return };
+        let Ok(cf) = f.cf.read() else { return };
         if let Ok(m) = cf.file().metadata() {
             let mode = m.permissions().mode();
             if mode & 0o6000 != 0 {
@@ -223,7 +287,8 @@ impl OverlayFs {
 
     pub(crate) fn do_fsync(&self, fh: u64) -> R<()> {
         let f = self.file_of(fh)?;
-        let cf = f.read().map_err(|_| Errno::EIO)?;
+        f.take_unreported()?;
+        let cf = f.cf.read().map_err(|_| Errno::EIO)?;
         cf.file().sync_all().map_err(|e| io_errno(&e))
     }
 
@@ -242,7 +307,7 @@ impl OverlayFs {
         use std::os::unix::fs::PermissionsExt;
         let f = self.open_inode(ino)?;
         let r = (|| {
-            let cf = f.read().map_err(|_| Errno::EIO)?;
+            let cf = f.cf.read().map_err(|_| Errno::EIO)?;
             let file = cf.file();
             if let Some(m) = mode {
                 file.set_permissions(std::fs::Permissions::from_mode(m & 0o7777))
@@ -277,7 +342,7 @@ impl OverlayFs {
         let f = self
             .file_of(fh)
             .or_else(|_| self.open_inode(ino).ok_or(Errno::EBADF))?;
-        let mut cf = f.write().map_err(|_| Errno::EIO)?;
+        let mut cf = f.cf.write().map_err(|_| Errno::EIO)?;
         let c = self.cd.content();
         self.with_room(|| match mode {
             PUNCH => cf.punch_hole(c, off, len).map_err(|e| errno(&e)),
@@ -301,10 +366,14 @@ impl OverlayFs {
             Some(f) => f,
             None => {
                 let f = self.open_cipher_file(ino)?;
-                Arc::new(RwLock::new(CipherFile::new(f, &self.shown_ino(ino))))
+                Arc::new(Open::new(CipherFile::new(f, &self.shown_ino(ino))))
             }
         };
-        let mut cf = f.write().map_err(|_| Errno::EIO)?;
-        cf.truncate(self.cd.content(), size).map_err(|e| errno(&e))
+        let mut cf = f.cf.write().map_err(|_| Errno::EIO)?;
+        cf.truncate(self.cd.content(), size)
+            .map_err(|e| errno(&e))?;
+        // A new end: writes past it no longer leave holes over lost data.
+        f.failed.store(0, Ordering::Release);
+        Ok(())
     }
 }

@@ -50,10 +50,12 @@ pub(crate) struct OverlayFs {
     /// directories: every call on the backing store starts from one
     /// (`dirfds.rs`).
     pub(crate) dir_fds: Arc<DirFds>,
+    /// Whether the backing file system is low on space (`space.rs`).
+    pub(crate) space: Arc<super::space::Space>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
     pub(crate) is_root: bool,
-    writeback_cache: bool,
+    pub(crate) writeback_cache: bool,
     /// How long the kernel may cache entries and attributes.
     pub(crate) ttl: Duration,
     /// Ask the kernel for FUSE over io_uring at INIT.
@@ -90,6 +92,7 @@ impl OverlayFs {
                 Reaper::start().map(Arc::new)
             },
             io_uring: false,
+            space: Arc::default(),
             forget_read: Arc::default(),
             read_only,
             writeback_cache: writeback_cache && !read_only,
@@ -128,6 +131,9 @@ impl Filesystem for OverlayFs {
             let _ = config.set_max_readahead(n);
         }
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Files opened while space is low bypass the page cache (see
+        // `space.rs`); mmap of them still works.
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         if self.io_uring {
             // Requests then come through the per-CPU queues of crate::uring;
             // the mount checked that the kernel offers it.
@@ -313,7 +319,7 @@ impl Filesystem for OverlayFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != fuser::OpenAccMode::O_RDONLY;
         match self.do_open(ino.0, write) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), FopenFlags::from_bits_retain(flags)),
             Err(e) => reply.error(e),
         }
     }
@@ -348,7 +354,8 @@ impl Filesystem for OverlayFs {
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.do_write_killing(fh.0, offset, data, kill) {
+        let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        match self.do_write_killing(fh.0, offset, data, kill, cached) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -358,14 +365,14 @@ impl Filesystem for OverlayFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Writes reach the cipher file before they are acknowledged, so a
-        // close has nothing to flush: ENOSYS tells the kernel to stop
-        // sending FLUSH at all (one round trip less per close).
-        reply.error(Errno::ENOSYS)
+        match self.do_flush(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn release(
@@ -532,12 +539,12 @@ impl Filesystem for OverlayFs {
     ) {
         let r = self.do_create(parent.0, name, mode, umask, flags, req.uid(), req.gid());
         match r {
-            Ok((a, fh)) => reply.created(
+            Ok((a, fh, flags)) => reply.created(
                 &self.ttl,
                 &a,
                 Generation(0),
                 FileHandle(fh),
-                FopenFlags::empty(),
+                FopenFlags::from_bits_retain(flags),
             ),
             Err(e) => reply.error(e),
         }

@@ -30,6 +30,7 @@ mod reaper;
 mod resolve;
 mod reverse;
 mod snapshot;
+mod space;
 mod xattr;
 
 pub use mount::{mount_overlay, mount_reverse, OverlayMount};

@@ -15,6 +15,10 @@ use super::listings::{split_offset, Listing};
 
 type R<T> = Result<T, Errno>;
 
+/// `FOPEN_DIRECT_IO` (include/uapi/linux/fuse.h): this handle bypasses
+/// the page cache.
+const FOPEN_DIRECT_IO: u32 = 1 << 0;
+
 /// A time to set: `None` is "now", else seconds and nanoseconds.
 pub(crate) type SetTime = Option<(i64, i64)>;
 
@@ -126,20 +130,39 @@ impl OverlayFs {
         self.attr_of(ino)
     }
 
-    /// Opens a file (`write`: for writing too); answers the handle.
-    pub(crate) fn do_open(&self, ino: u64, write: bool) -> R<u64> {
+    /// Opens a file (`write`: for writing too); answers the handle and
+    /// the `FOPEN_*` flags for the kernel.
+    pub(crate) fn do_open(&self, ino: u64, write: bool) -> R<(u64, u32)> {
         if self.read_only && write {
             return Err(Errno::EROFS);
         }
-        self.open_file(ino)
+        Ok((self.open_file(ino)?, self.open_flags(write)))
     }
 
-    /// A write, clearing set-id bits first when the kernel asks.
-    pub(crate) fn do_write_killing(&self, fh: u64, off: u64, data: &[u8], kill: bool) -> R<u32> {
+    /// The `FOPEN_*` flags of a new handle: `FOPEN_DIRECT_IO` for writing
+    /// while the backing file system is low on space (`space.rs`).
+    fn open_flags(&self, write: bool) -> u32 {
+        if write && self.writeback_cache && self.space.low(self.dir_fds.root()) {
+            FOPEN_DIRECT_IO
+        } else {
+            0
+        }
+    }
+
+    /// A write, clearing set-id bits first when the kernel asks; `cached`
+    /// for a write-back from the page cache (`FUSE_WRITE_CACHE`).
+    pub(crate) fn do_write_killing(
+        &self,
+        fh: u64,
+        off: u64,
+        data: &[u8],
+        kill: bool,
+        cached: bool,
+    ) -> R<u32> {
         if kill {
             self.kill_suid(fh);
         }
-        self.do_write(fh, off, data)
+        self.do_write(fh, off, data, cached)
     }
 
     /// The listing a read of directory `ino` at `offset` continues, and
@@ -202,7 +225,7 @@ impl OverlayFs {
     }
 
     /// Creates (or with no `O_EXCL` opens an existing) file and opens it;
-    /// answers its attributes and handle.
+    /// answers its attributes, handle and `FOPEN_*` flags.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn do_create(
         &self,
@@ -213,7 +236,7 @@ impl OverlayFs {
         flags: i32,
         uid: u32,
         gid: u32,
-    ) -> R<(FileAttr, u64)> {
+    ) -> R<(FileAttr, u64, u32)> {
         let perm = mode & !umask & 0o7777;
         let excl = flags & libc::O_EXCL != 0;
         let (a, f) = self.create_entry(parent, name, uid, gid, |dir, on| {
@@ -232,6 +255,6 @@ impl OverlayFs {
         })?;
         let f = f.ok_or(Errno::EIO)?;
         let fh = self.open_file_with(a.ino.0, f)?;
-        Ok((a, fh))
+        Ok((a, fh, self.open_flags(true)))
     }
 }

@@ -84,14 +84,18 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         }
         OPEN => {
             let write = f.u32(0) as i32 & libc::O_ACCMODE != libc::O_RDONLY;
-            o.open_out(fs.do_open(ino, write)?, 0);
+            let (fh, flags) = fs.do_open(ino, write)?;
+            o.open_out(fh, flags);
         }
         // READ is answered in place by the queue (queue.rs).
         WRITE => {
             let size = f.u32(16) as usize;
             let data = payload.get(..size).ok_or(Errno::EINVAL)?;
-            let kill = f.u32(20) & WRITE_KILL_SUIDGID != 0;
-            let n = fs.do_write_killing(f.u64(0), f.u64(8), data, kill)?;
+            let (kill, cached) = (
+                f.u32(20) & WRITE_KILL_SUIDGID != 0,
+                f.u32(20) & WRITE_CACHE != 0,
+            );
+            let n = fs.do_write_killing(f.u64(0), f.u64(8), data, kill, cached)?;
             o.u32(n).u32(0);
         }
         STATFS => {
@@ -125,8 +129,8 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
             }
         }
         REMOVEXATTR => fs.do_removexattr(ino, name(1)?[0])?,
-        // Nothing to flush (see fs.rs): the kernel stops asking.
-        FLUSH => return Err(Errno::ENOSYS),
+        // A failed write-back is reported to close() (see data.rs).
+        FLUSH => fs.do_flush(f.u64(0))?,
         // Not implemented: the kernel stops sending OPENDIR and
         // RELEASEDIR and caches listings itself (see listings.rs).
         OPENDIR => return Err(Errno::ENOSYS),
@@ -166,8 +170,8 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         ACCESS => fs.do_access(ino, h.uid, h.gid, f.u32(0) as i32)?,
         CREATE => {
             let (flags, mode, umask) = (f.u32(0) as i32, f.u32(4), f.u32(8));
-            let (a, fh) = fs.do_create(ino, name(1)?[0], mode, umask, flags, h.uid, h.gid)?;
-            o.entry(&a, ttl).open_out(fh, 0);
+            let (a, fh, open) = fs.do_create(ino, name(1)?[0], mode, umask, flags, h.uid, h.gid)?;
+            o.entry(&a, ttl).open_out(fh, open);
         }
         FALLOCATE => {
             let (fh, off, len, mode) = (f.u64(0), f.u64(8), f.u64(16), f.u32(24) as i32);
