@@ -423,3 +423,73 @@ fn cached_listings_follow_changes() {
     m.unmount().unwrap();
     fsck(&pf, &cipher);
 }
+
+/// 25 levels of 150-byte names: a 3.8 KB plaintext path whose cipher
+/// path (about 5.4 KB) is past PATH_MAX. Returns the bottom directory.
+fn deep_path(root: &Path) -> std::path::PathBuf {
+    let mut p = root.to_path_buf();
+    for i in 0..25 {
+        p.push(format!("{i:02}{}", "x".repeat(148)));
+    }
+    p
+}
+
+/// Builds the deep tree under `root`: a file at the bottom, one halfway.
+fn make_deep(root: &Path) {
+    let bottom = deep_path(root);
+    fs::create_dir_all(&bottom).unwrap();
+    fs::write(bottom.join("bottom"), b"at the bottom\n").unwrap();
+    let mid = bottom.ancestors().nth(12).unwrap();
+    fs::write(mid.join("mid"), vec![7u8; 10_000]).unwrap();
+}
+
+fn check_deep(root: &Path) {
+    let bottom = deep_path(root);
+    assert_eq!(fs::read(bottom.join("bottom")).unwrap(), b"at the bottom\n");
+    let mid = bottom.ancestors().nth(12).unwrap();
+    assert_eq!(fs::read(mid.join("mid")).unwrap(), vec![7u8; 10_000]);
+    assert_eq!(fs::read_dir(&bottom).unwrap().count(), 1);
+}
+
+/// A tree whose cipher paths are longer than PATH_MAX, written by either
+/// side, reads back through the other, and both fscks are clean.
+#[test]
+fn deep_trees_both_ways() {
+    let t = TempDir::new("ovl-deep");
+    let pf = t.passfile();
+    // Ours writes, gocryptfs reads.
+    let ours = t.join("ours");
+    let (cd, _) = CipherDir::init(&ours, PASSWORD.as_bytes(), &args("default").1).unwrap();
+    {
+        let mnt = t.join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let m = mount_overlay(Arc::new(cd), &mnt, &opts()).unwrap();
+        make_deep(m.mountpoint());
+        check_deep(m.mountpoint());
+        m.unmount().unwrap();
+    }
+    {
+        let m = Mount::new(&ours, &t.join("gmnt"), &pf, &["-ro"]);
+        check_deep(m.path());
+    }
+    fsck(&pf, &ours);
+    let report = CipherDir::open(&ours, PASSWORD.as_bytes()).unwrap().fsck();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(report.entries >= 27, "fsck saw {} entries", report.entries);
+    // gocryptfs writes, ours reads.
+    let theirs = t.join("theirs");
+    gocryptfs_init(&theirs, &pf, &[]);
+    {
+        let m = Mount::new(&theirs, &t.join("gmnt2"), &pf, &[]);
+        make_deep(m.path());
+    }
+    let cd = Arc::new(CipherDir::open(&theirs, PASSWORD.as_bytes()).unwrap());
+    let mnt = t.join("mnt2");
+    fs::create_dir(&mnt).unwrap();
+    let m = mount_overlay(cd, &mnt, &opts()).unwrap();
+    check_deep(m.mountpoint());
+    // And removed again through ours.
+    fs::remove_dir_all(m.mountpoint().join(format!("00{}", "x".repeat(148)))).unwrap();
+    assert_eq!(fs::read_dir(m.mountpoint()).unwrap().count(), 0);
+    m.unmount().unwrap();
+}

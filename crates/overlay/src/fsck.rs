@@ -3,15 +3,17 @@
 //! header, content block, symlink target and xattr is decrypted, and every
 //! failure is reported — nothing is ever changed.
 
+use crate::at;
 use crate::cipherdir::CipherDir;
 use crate::config::NameMode;
 use crate::content::PLAIN_BS;
 use crate::error::Error;
 use crate::header::{FileHeader, HEADER_LEN};
 use crate::names::{name_kind, NameKind, LONGNAME_SUFFIX};
-use crate::sys;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs::File;
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -66,40 +68,42 @@ impl FsckReport {
 }
 
 impl CipherDir {
-    /// Checks the whole file system; never writes.
+    /// Checks the whole file system; never writes. The tree is walked
+    /// through directory descriptors, one name at a time and never
+    /// following a symlink, so a tree of any depth is checked and nothing
+    /// outside the cipher directory is read.
     pub fn fsck(&self) -> FsckReport {
         let mut r = FsckReport::default();
-        self.fsck_dir(self.root(), &mut r);
+        match File::open(self.root()) {
+            Ok(d) => self.fsck_dir(&d, self.root(), true, &mut r),
+            Err(e) => r.add(self.root(), None, Error::io("open", self.root(), e)),
+        }
         r
     }
 
-    fn fsck_dir(&self, dir: &Path, r: &mut FsckReport) {
-        let iv = match self.dir_iv(dir) {
+    fn fsck_dir(&self, fd: &impl AsFd, dir: &Path, at_root: bool, r: &mut FsckReport) {
+        let iv = match self.dir_iv_at(fd, dir) {
             Ok(iv) => iv,
             Err(e) => {
                 r.add(dir, None, e);
                 return;
             }
         };
-        let entries = match std::fs::read_dir(dir) {
-            Ok(it) => it,
+        let mut names: Vec<OsString> = match at::list_at(fd) {
+            Ok(v) => v.into_iter().map(|e| e.name).collect(),
             Err(e) => return r.add(dir, None, Error::io("read", dir, e)),
         };
-        let mut names: Vec<_> = entries
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name())
-            .collect();
         names.sort();
         for cname in names {
             let path = dir.join(&cname);
-            if self.is_internal(dir, &cname) {
+            if self.is_internal_name(at_root, &cname) {
                 // An orphaned .name file (its entry is gone) is worth a note.
                 if let Some(s) = cname.to_str() {
                     if self.names().mode() != NameMode::Plain
                         && name_kind(s) == NameKind::LongNameFile
                     {
                         let base = &s[..s.len() - LONGNAME_SUFFIX.len()];
-                        if std::fs::symlink_metadata(dir.join(base)).is_err() {
+                        if at::stat_at(fd, OsStr::new(base)).is_err() {
                             r.add(
                                 &path,
                                 None,
@@ -114,44 +118,48 @@ impl CipherDir {
                 continue;
             }
             r.entries += 1;
-            if let Err(e) = self.decrypt_entry(dir, &iv, &cname) {
+            if let Err(e) = self.decrypt_entry_at(fd, dir, &iv, &cname) {
                 r.add(&path, None, e);
             }
-            let m = match std::fs::symlink_metadata(&path) {
-                Ok(m) => m,
+            let st = match at::stat_at(fd, &cname) {
+                Ok(st) => st,
                 Err(e) => {
                     r.add(&path, None, Error::io("stat", &path, e));
                     continue;
                 }
             };
-            let t = m.file_type();
-            if t.is_dir() {
-                self.fsck_dir(&path, r);
-            } else if t.is_file() {
-                self.fsck_file(&path, r);
-            } else if t.is_symlink() {
-                match std::fs::read_link(&path) {
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => match at::open_dir_at(fd, &cname) {
+                    Ok(sub) => self.fsck_dir(&sub, &path, false, r),
+                    Err(e) => r.add(&path, None, Error::io("open", &path, e)),
+                },
+                libc::S_IFREG => match at::open_regular_at(fd, &cname, libc::O_RDONLY, 0) {
+                    Ok(f) => self.fsck_file(&f, &path, r),
+                    Err(e) => r.add(&path, None, Error::io("open", &path, e)),
+                },
+                libc::S_IFLNK => match at::readlink_at(fd, &cname) {
                     Ok(target) => {
-                        if let Err(e) = self.decrypt_symlink_target(target.as_os_str(), &path) {
+                        if let Err(e) = self.decrypt_symlink_target(&target, &path) {
                             r.add(&path, None, e);
                         }
                     }
                     Err(e) => r.add(&path, None, Error::io("readlink", &path, e)),
-                }
+                },
+                _ => {}
             }
-            self.fsck_xattrs(&path, r);
+            self.fsck_xattrs(fd, &cname, &path, r);
         }
     }
 
-    fn fsck_xattrs(&self, path: &Path, r: &mut FsckReport) {
-        let Ok(names) = sys::list_xattrs(path) else {
+    fn fsck_xattrs(&self, fd: &impl AsFd, cname: &OsStr, path: &Path, r: &mut FsckReport) {
+        let Ok(names) = at::list_xattrs_at(fd, cname) else {
             return;
         };
         for n in names {
             let Some(s) = n.to_str() else { continue };
             match self.names().decrypt_xattr_name(s) {
                 Ok(None) => {}
-                Ok(Some(_)) => match sys::get_xattr(path, &n) {
+                Ok(Some(_)) => match at::get_xattr_at(fd, cname, &n) {
                     Ok(v) => {
                         if let Err(e) = self.decrypt_xattr_value(&v) {
                             r.add(path, None, e.at(path));
@@ -164,11 +172,7 @@ impl CipherDir {
         }
     }
 
-    fn fsck_file(&self, path: &Path, r: &mut FsckReport) {
-        let f = match File::open(path) {
-            Ok(f) => f,
-            Err(e) => return r.add(path, None, Error::io("open", path, e)),
-        };
+    fn fsck_file(&self, f: &File, path: &Path, r: &mut FsckReport) {
         let size = f.metadata().map(|m| m.len()).unwrap_or(0);
         if size == 0 {
             return;
