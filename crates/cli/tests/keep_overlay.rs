@@ -1,16 +1,19 @@
-//! `fs mount --keep`: the overlay's keys never enter the FUSE daemon. The
-//! master key (unwrapped here from the config with the password) and the
-//! content and name keys derived from it are searched for in every readable
-//! mapping of the daemon while the mount is in use: found without `--keep`
-//! (so the scan can fail), absent with it, and absent from the keep's
-//! readable memory too (its heap is `memfd_secret`). What was written
+//! `fs mount --keep`: the overlay's keys never enter the FUSE daemon and
+//! leave no copy in the keep's readable memory. The master key (unwrapped
+//! here from the config with the password), the content and name keys
+//! derived from it, the password, the scrypt output and the key that wraps
+//! the master key are searched for, every 16-byte run of each, in every
+//! readable mapping of the keep (right after the mount and again after files
+//! were written and read) and of the daemon: found in the daemon without
+//! `--keep` (so the scan can fail), nowhere with it. What was written
 //! through the keep opens with gocryptfs and passes `gocryptfs -fsck`. A
 //! killed keep makes the mount fail with EIO, not crash, and it still
 //! unmounts. Needs root, /dev/fuse and gocryptfs (scripts/install-deps.sh).
 
 mod common;
 
-use common::{ck, mappings_containing, memory_contains, tempdir};
+use common::scan::scan;
+use common::{ck, tempdir};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,6 +33,15 @@ impl Drop for Dir {
         }
         let _ = fs::remove_dir_all(&self.0);
     }
+}
+
+/// A random password of 200 printable characters: long enough that
+/// reading it grows a buffer several times (each old buffer is a copy).
+fn password() -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut r = vec![0u8; 200];
+    cryptkeep_crypto::rand::fill_random(&mut r).unwrap();
+    r.iter().map(|b| ALPHABET[usize::from(b & 63)]).collect()
 }
 
 /// The pid in the only pid file of the run directory (the FUSE daemon).
@@ -77,7 +89,8 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
     for p in [&m, &g] {
         fs::create_dir(p).unwrap();
     }
-    fs::write(&pw, b"overlay keep password\n").unwrap();
+    let password = password();
+    fs::write(&pw, [&password[..], b"\n"].concat()).unwrap();
     let (cs, ms, pws) = (
         c.to_str().unwrap(),
         m.to_str().unwrap(),
@@ -85,13 +98,20 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
     );
     ck(d, &["fs", "init", cs, "--passfile", pws, "--scryptn", "10"]);
     let conf = c.join("gocryptfs.conf");
-    let mk = Config::load(&conf)
-        .unwrap()
-        .unlock(b"overlay keep password", &conf)
-        .unwrap();
+    let cfg = Config::load(&conf).unwrap();
+    let mk = cfg.unlock(&password, &conf).unwrap();
     let content = hkdf_derive(mk.as_bytes(), HKDF_INFO_GCM_CONTENT, 32).unwrap();
     let names = hkdf_derive(mk.as_bytes(), HKDF_INFO_EME_NAMES, 32).unwrap();
-    let keys = [mk.as_bytes(), content.as_slice(), names.as_slice()];
+    let kek = cfg.scrypt().derive(&password).unwrap();
+    let wrap = hkdf_derive(kek.as_slice(), HKDF_INFO_GCM_CONTENT, 32).unwrap();
+    let secrets = [
+        ("master key", mk.as_bytes()),
+        ("content key", content.as_slice()),
+        ("name key", names.as_slice()),
+        ("password", &password[..]),
+        ("scrypt output", kek.as_slice()),
+        ("master-key wrapping key", wrap.as_slice()),
+    ];
 
     for keep in [true, false] {
         let mut args = vec!["fs", "mount", cs, ms, "--passfile", pws];
@@ -99,6 +119,16 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
             args.push("--keep");
         }
         ck(d, &args);
+        if keep {
+            // Right after the mount: what unlocking left behind.
+            let kp = keep_pid(&c).expect("the keep runs");
+            let s = scan(kp, &secrets);
+            assert!(
+                s.hits.is_empty(),
+                "after fs mount --keep, the keep's readable memory holds:\n{}",
+                s.report(20)
+            );
+        }
         let files = tree(&m);
         fs::create_dir_all(m.join("dir")).unwrap();
         for (p, data) in &files {
@@ -108,17 +138,20 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
             assert!(fs::read(p).unwrap() == *data, "{} reads back", p.display());
         }
         let pid = daemon_pid(d);
-        let found: Vec<bool> = keys.iter().map(|k| memory_contains(pid, k)).collect();
+        let daemon = scan(pid, &secrets);
         if keep {
-            assert_eq!(found, [false; 3], "a key in the FUSE daemon with --keep");
+            assert!(
+                daemon.hits.is_empty(),
+                "with --keep, the FUSE daemon's memory holds:\n{}",
+                daemon.report(20)
+            );
             let kp = keep_pid(&c).expect("the keep runs");
-            for (k, what) in keys.iter().zip(["master", "content", "name"]) {
-                let hits = mappings_containing(kp, k);
-                assert!(
-                    hits.is_empty(),
-                    "the {what} key in the keep's memory: {hits:?}"
-                );
-            }
+            let s = scan(kp, &secrets);
+            assert!(
+                s.hits.is_empty(),
+                "after serving, the keep's readable memory holds:\n{}",
+                s.report(20)
+            );
             // The written files open with gocryptfs while we are mounted
             // (read-only), and its fsck is clean.
             let out = Command::new("gocryptfs")
@@ -155,10 +188,13 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
             // SAFETY: signal 0 only checks that the daemon exists.
             assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the daemon died");
         } else {
-            assert!(
-                found.iter().any(|&f| f),
-                "the scan finds no key in a daemon that holds them ({found:?})"
-            );
+            // The daemon holds the content and name key schedules.
+            for what in ["content key", "name key"] {
+                assert!(
+                    daemon.found(what),
+                    "the scan finds no {what} in a daemon that holds it"
+                );
+            }
         }
         ck(d, &["fs", "umount", ms]);
         for (p, _) in &files {

@@ -9,6 +9,7 @@
 //!   kernel's direct map), falling back to `mlock` + `MADV_DONTDUMP`.
 //! - [`ops`]: the enclave-style operations the keep offers besides sector
 //!   crypto (seal/unseal, SHA-256, AES-256-GCM, RSA-2048), after secGear.
+//! - [`wipe`]: dead stack frames and vector registers wiped after key work.
 //! - [`overlay_keys`]: the overlay file system's key holder served by a
 //!   keep (`fs mount --keep`).
 //! - [`proto`]: operation codes and status codes on the rings.
@@ -30,6 +31,7 @@ pub mod secret_mem;
 pub mod service;
 pub mod sha_stream;
 pub mod spawn;
+pub mod wipe;
 
 pub use error::Error;
 pub use rings as shm;

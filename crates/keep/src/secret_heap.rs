@@ -8,7 +8,11 @@
 //!
 //! Before activation (and in every process that never activates it, such as
 //! the I/O daemon) allocations go to the system allocator, at the cost of
-//! one atomic load per allocation.
+//! one atomic load per allocation. The keep also calls
+//! [`wipe_ordinary_frees`] first thing, so that what it allocates there
+//! before activation (the passphrase as it is read, the KDF's work areas,
+//! parser buffers) is wiped when freed or moved, not left in the ordinary
+//! heap for `/proc/PID/mem` to find.
 //!
 //! The allocator is deliberately simple: power-of-two size classes from 16
 //! bytes with one free list each, carved from a bump pointer; memory is
@@ -27,6 +31,7 @@ const MIN_CLASS: usize = 4; // 16 bytes
 const CLASSES: usize = 29; // up to 2^28 = 256 MiB
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+static WIPE_ORDINARY: AtomicBool = AtomicBool::new(false);
 static BASE: AtomicUsize = AtomicUsize::new(0);
 static END: AtomicUsize = AtomicUsize::new(0);
 static HEAP: Mutex<Heap> = Mutex::new(Heap {
@@ -93,8 +98,11 @@ fn secret_free(p: *mut u8, size: usize, align: usize) {
 /// `p` must be valid for writes of `n` bytes.
 unsafe fn zeroize_block(p: *mut u8, n: usize) {
     // SAFETY: within the block, per the caller. The block escapes to a free
-    // list (or to free) right after, and the fence keeps the stores.
+    // list or to free() right after; a compiler may drop stores to memory
+    // that is freed next, so the pointer is handed to black_box, which it
+    // must assume reads the zeros, and the fence keeps them in order.
     unsafe { std::ptr::write_bytes(p, 0, n) };
+    std::hint::black_box(p);
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
 
@@ -119,13 +127,22 @@ unsafe impl GlobalAlloc for SwitchAlloc {
         if in_region(ptr as usize) {
             secret_free(ptr, layout.size(), layout.align());
         } else {
+            if WIPE_ORDINARY.load(Ordering::Relaxed) {
+                // SAFETY: the caller's block, valid for its layout's size.
+                unsafe { zeroize_block(ptr, layout.size()) };
+            }
             // SAFETY: the block came from System with this layout.
             unsafe { System.dealloc(ptr, layout) }
         }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !in_region(ptr as usize) && !ACTIVE.load(Ordering::Relaxed) {
+        // A block that may move is copied here and the old one freed (and
+        // wiped) through dealloc, unless nothing is to be wiped.
+        if !in_region(ptr as usize)
+            && !ACTIVE.load(Ordering::Relaxed)
+            && !WIPE_ORDINARY.load(Ordering::Relaxed)
+        {
             // SAFETY: forwarded with the caller's arguments.
             return unsafe { System.realloc(ptr, layout, new_size) };
         }
@@ -263,6 +280,15 @@ pub fn activate() -> Result<(), crate::Error> {
     HEAP.lock().unwrap_or_else(|p| p.into_inner()).bump = base;
     ACTIVE.store(true, Ordering::Release);
     Ok(())
+}
+
+/// From now on, blocks of the system allocator are wiped when freed, and
+/// a reallocation copies into a new block and wipes the old one instead of
+/// letting the system allocator move it unwiped (AWS-LC's blocks are wiped
+/// on free anyway). For the keep, before it reads a passphrase: copies of
+/// key material made before [`activate`] then never outlive their buffers.
+pub fn wipe_ordinary_frees() {
+    WIPE_ORDINARY.store(true, Ordering::Relaxed);
 }
 
 /// Whether [`activate`] has run in this process.

@@ -171,32 +171,3 @@ impl fmt::Debug for SecretMem {
         write!(f, "SecretMem({} bytes, {:?})", self.len, self.kind)
     }
 }
-
-/// Bytes of stack [`scrub_stack`] overwrites.
-pub const SCRUB_STACK_BYTES: usize = 256 * 1024;
-
-/// Overwrites [`SCRUB_STACK_BYTES`] of the stack below the caller with
-/// zeros. Key derivations and key schedule setup leave copies of keys in
-/// dead stack frames, and the stack is ordinary memory: call this after
-/// unlocking, from the frame that called the unlock.
-#[inline(never)]
-pub fn scrub_stack() {
-    let mut area = [0u8; SCRUB_STACK_BYTES];
-    zeroize::Zeroize::zeroize(&mut area[..]);
-    std::hint::black_box(&area);
-}
-
-/// Bytes of stack [`scrub_request_stack`] overwrites.
-pub const SCRUB_REQUEST_BYTES: usize = 32 * 1024;
-
-/// Overwrites [`SCRUB_REQUEST_BYTES`] of the stack below the caller with
-/// zeros, after a request that ran keys through the cipher code: AES and
-/// EME spill round keys (the first two are the AES-256 key itself) into
-/// their stack frames. A plain memset (about a microsecond), kept by
-/// handing the area to `black_box`.
-#[inline(never)]
-pub fn scrub_request_stack() {
-    let mut area = [0u8; SCRUB_REQUEST_BYTES];
-    area.fill(0);
-    std::hint::black_box(&mut area);
-}

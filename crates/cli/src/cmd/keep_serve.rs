@@ -100,6 +100,9 @@ pub fn run(cmd: KeepCmd) -> ! {
     // Before AWS-LC allocates anything: its heap follows ours into secret
     // memory once the secret heap is active.
     let lc_hooked = secret_heap::install_aws_lc_hooks();
+    // Until then (and for blocks from before then), what the ordinary heap
+    // frees or outgrows is wiped first.
+    secret_heap::wipe_ordinary_frees();
     let control = match take_control_fd() {
         Ok(fd) => fd,
         Err(e) => {
@@ -127,8 +130,10 @@ pub fn run(cmd: KeepCmd) -> ! {
             Err(e) => fail(&control, &e),
         },
     };
-    // The derivations above left key bytes in dead stack frames.
-    cryptkeep_keep::secret_mem::scrub_stack();
+    // Reading the passphrase, the KDF, unwrapping and key setup left key
+    // bytes in dead stack frames below this one and round keys in vector
+    // registers: wipe every frame they used, down to the deepest.
+    cryptkeep_keep::wipe::wipe_stack();
     facts.push((
         "heap",
         match (secret_heap::is_active(), lc_hooked) {
@@ -207,7 +212,7 @@ type Prepared = (KeepHandler, Option<SecretMem>, Facts);
 
 /// A keep without a volume: a random sealing key, and a random sector key
 /// when `--sector-cipher` asks for one.
-// Not inlined: its frames must lie below run()'s, where scrub_stack wipes.
+// Not inlined: its frames must lie below run()'s, where wipe_stack wipes.
 #[inline(never)]
 fn runtime(a: &RuntimeArgs) -> CliResult<Prepared> {
     let mut facts = vec![("keep", "runtime".to_string())];
@@ -263,7 +268,7 @@ fn secret_kind(s: &SecretMem) -> &'static str {
 
 /// Reads the passphrase, opens a keyslot and builds the handler with the
 /// volume's sector cipher; the volume key ends up in secret memory.
-// Not inlined: its frames must lie below run()'s, where scrub_stack wipes.
+// Not inlined: its frames must lie below run()'s, where wipe_stack wipes.
 #[inline(never)]
 fn unlock(a: &VolumeArgs) -> CliResult<Unlocked> {
     let place = common::place(&a.volume, a.header.as_deref());
@@ -300,7 +305,7 @@ fn unlock(a: &VolumeArgs) -> CliResult<Unlocked> {
 
 /// Reads the password, unwraps the overlay's master key and derives the
 /// content and name keys in the secret heap; the master key is wiped.
-// Not inlined: its frames must lie below run()'s, where scrub_stack wipes.
+// Not inlined: its frames must lie below run()'s, where wipe_stack wipes.
 #[inline(never)]
 fn unlock_overlay(a: &OverlayArgs) -> CliResult<Prepared> {
     let conf = a.config.as_path();

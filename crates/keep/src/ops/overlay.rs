@@ -28,7 +28,8 @@ fn header(buf: &[u8]) -> Result<Option<FileId>, u32> {
 }
 
 /// Answers one overlay operation in place, then wipes the stack its
-/// crypto ran on (see [`crate::secret_mem::scrub_request_stack`]).
+/// crypto ran on and the vector registers (see
+/// [`crate::wipe::wipe_request_stack`]).
 pub fn handle(
     keys: &HeldKeys,
     op: u32,
@@ -37,12 +38,12 @@ pub fn handle(
     in_len: usize,
 ) -> Result<usize, u32> {
     let r = handle_op(keys, op, arg, buf, in_len);
-    crate::secret_mem::scrub_request_stack();
+    crate::wipe::wipe_request_stack();
     r
 }
 
 // Not inlined: its frames (and the cipher code's) must lie below
-// handle()'s, where the scrub wipes.
+// handle()'s, where the wipe reaches.
 #[inline(never)]
 fn handle_op(
     keys: &HeldKeys,
