@@ -70,6 +70,11 @@ impl Code {
         }
     }
 
+    /// Whether this is the code of a command stopped by a signal.
+    pub fn is_signal(self) -> bool {
+        matches!(self, Code::Hangup | Code::Interrupt | Code::Terminated)
+    }
+
     /// The code of a command stopped by signal `sig` (SIGHUP, SIGINT or
     /// SIGTERM; any other is reported as SIGTERM).
     pub fn for_signal(sig: i32) -> Code {

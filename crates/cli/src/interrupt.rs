@@ -216,3 +216,27 @@ pub fn outlive_parent(parent: i32) -> bool {
     // SAFETY: getppid has no preconditions.
     unsafe { libc::getppid() == parent }
 }
+
+/// The terminal settings of standard input when the command started, put
+/// back when it is interrupted: a key process killed while it asked for a
+/// passphrase would otherwise leave the terminal without echo.
+pub struct TtyState(Option<libc::termios>);
+
+impl TtyState {
+    /// Saves the settings of descriptor 0, if it is a terminal.
+    pub fn save() -> TtyState {
+        // SAFETY: termios is plain data; tcgetattr fills it for a valid fd.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: t is a valid termios to fill; fd 0 may be anything.
+        let ok = unsafe { libc::tcgetattr(0, &mut t) } == 0;
+        TtyState(ok.then_some(t))
+    }
+
+    /// Puts the saved settings back.
+    pub fn restore(&self) {
+        if let Some(t) = &self.0 {
+            // SAFETY: sets descriptor 0's attributes from a termios read from it.
+            unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
+        }
+    }
+}

@@ -186,7 +186,11 @@ fn main() {
             std::process::exit(code);
         }
     };
+    let tty = interrupt::TtyState::save();
     if let Err(e) = run(cli) {
+        if e.code.is_signal() {
+            tty.restore();
+        }
         eprintln!("cryptkeep: {e}");
         std::process::exit(e.code.as_i32());
     }

@@ -131,12 +131,14 @@ pub fn from_overlay(e: cryptkeep_overlay::Error, place: &Path) -> CliError {
             place,
             "check --passfile/--extpass; nothing was changed",
         ),
-        // `fs info` refuses the same config, so it is no use as a hint.
-        E::ConfigSyntax { .. } | E::ConfigUnsupported { .. } => CliError::new(
+        // `fs info` refuses the same config, so it is no use as a hint
+        // (and the syntax error's text already says to restore it).
+        E::ConfigSyntax { .. } => CliError::new(Code::Corrupt, what, place, "nothing was changed"),
+        E::ConfigUnsupported { .. } => CliError::new(
             Code::Corrupt,
             what,
             place,
-            "nothing was read or changed; restore gocryptfs.conf from a backup",
+            "nothing was changed; restore gocryptfs.conf from a backup",
         ),
         E::UnknownFeatureFlag { .. } => CliError::new(
             Code::Corrupt,
