@@ -86,5 +86,27 @@ expect_fail 1 'invalid name' "$CK" open "$vol" 'bad/name' --key-file "$W/pass"
 expect_fail 1 'sector' "$CK" format "$W/x.img" --size 40M --type luks1 --sector-size 4096 --key-file "$W/pass" --batch-mode
 [ ! -e "$W/x.img" ] || fail "a refused format left a new file behind"
 
+step "argon2 costs past cryptsetup's limits: exit 1 before calibrating"
+expect_fail 1 'parallel cost 5 is above the maximum of 4' "$CK" format "$W/x.img" --size 40M --pbkdf argon2id --pbkdf-parallel 5 --key-file "$W/pass" --batch-mode
+expect_fail 1 'memory cost 4194305 KiB' "$CK" format "$W/x.img" --size 40M --pbkdf argon2id --pbkdf-memory 4194305 --key-file "$W/pass" --batch-mode
+expect_fail 1 'parallel cost 8' "$CK" keyslot add "$vol" "$W/pass" --key-file "$W/pass" --pbkdf argon2i --pbkdf-parallel 8
+[ ! -e "$W/x.img" ] || fail "a refused format left a new file behind"
+
+step "gocryptfs.conf with scrypt parameters gocryptfs calls too large, or a symlink: exit 6"
+mkdir -p "$W/c" "$W/fsm"
+printf 'fs password\n' > "$W/fspw"
+"$CK" fs init "$W/c" --passfile "$W/fspw" --scryptn 10 >/dev/null
+cp "$W/c/gocryptfs.conf" "$W/good.conf"
+sed -E 's/"P": 1/"P": 2147483648/' "$W/good.conf" > "$W/bigp.conf"
+grep -q '"P": 2147483648' "$W/bigp.conf" || fail "could not edit the scrypt P"
+rm -f "$W/c/gocryptfs.conf"; cp "$W/bigp.conf" "$W/c/gocryptfs.conf"
+expect_fail 6 'gocryptfs.conf.*P=2147483648' "$CK" fs fsck "$W/c" --passfile "$W/fspw"
+expect_fail 6 'gocryptfs.conf.*P=2147483648' "$CK" fs passwd "$W/c" --passfile "$W/fspw" --new-passfile "$W/fspw"
+expect_fail 6 'gocryptfs.conf.*P=2147483648' "$CK" fs mount "$W/c" "$W/fsm" --passfile "$W/fspw"
+rm -f "$W/c/gocryptfs.conf"; ln -s "$W/good.conf" "$W/c/gocryptfs.conf"
+expect_fail 6 'symbolic link' "$CK" fs mount "$W/c" "$W/fsm" --passfile "$W/fspw"
+"$CK" fs info "$W/c" --config "$W/c/gocryptfs.conf" >/dev/null || fail "fs info --config refused a symlink"
+mountpoint -q "$W/fsm" && fail "a refused fs mount mounted"
+
 [ "$(hsum)" = "$before" ] || fail "header changed"
 echo "PASS errors"

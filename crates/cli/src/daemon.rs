@@ -5,18 +5,27 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use crate::exit::{CliError, CliResult, Code};
+use crate::interrupt::Signals;
 
-/// The child's end of the readiness pipe.
-pub struct Notifier(File);
+/// The child's end of the readiness pipe, and the parent's pid.
+pub struct Notifier(File, i32);
 
 impl Notifier {
-    /// Tells the parent the volume is served.
-    pub fn ready(mut self) {
-        let _ = self.0.write_all(b"OK\n");
+    /// Tells the parent the volume is served. False if the parent is gone
+    /// (then nobody will report the mount, and the caller should undo it).
+    pub fn ready(mut self) -> bool {
+        self.0.write_all(b"OK\n").is_ok()
+    }
+
+    /// Until now the child was killed with its parent (it unlocks on the
+    /// parent's behalf); from here on it serves on its own and outlives
+    /// the parent. False if the parent is already gone.
+    pub fn outlive_parent(&self) -> bool {
+        crate::interrupt::outlive_parent(self.1)
     }
 
     /// Sends an error to the parent, which exits with its code.
@@ -59,7 +68,10 @@ pub fn thread_count() -> usize {
 }
 
 /// Forks. Must be called while the process has one thread: the child
-/// continues with only the calling thread.
+/// continues with only the calling thread. The child is killed when the
+/// parent dies until it calls [`Notifier::outlive_parent`], and ignores
+/// SIGPIPE (a parent gone before reading the readiness line shows as a
+/// failed [`Notifier::ready`], not as a dead daemon).
 pub fn fork() -> CliResult<Forked> {
     let threads = thread_count();
     if threads != 1 {
@@ -81,6 +93,8 @@ pub fn fork() -> CliResult<Forked> {
             "retry",
         ));
     }
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: the process is single-threaded (checked above), so the child
     // may continue running Rust code after fork.
     let pid = unsafe { libc::fork() };
@@ -99,11 +113,16 @@ pub fn fork() -> CliResult<Forked> {
         ));
     }
     if pid == 0 {
-        // SAFETY: closing our copy of the read end; fds[1] is owned by the File.
-        unsafe { libc::close(fds[0]) };
+        crate::interrupt::die_with_parent(parent);
+        // SAFETY: closing our copy of the read end; fds[1] is owned by the
+        // File. SIG_IGN is a valid disposition for SIGPIPE.
+        unsafe {
+            libc::close(fds[0]);
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
         // SAFETY: fds[1] is a valid descriptor we own from here on.
         let tx = unsafe { File::from_raw_fd(fds[1]) };
-        return Ok(Forked::Child(Notifier(tx)));
+        return Ok(Forked::Child(Notifier(tx, parent)));
     }
     // SAFETY: closing the parent's copy of the write end.
     unsafe { libc::close(fds[1]) };
@@ -131,11 +150,16 @@ pub fn detach_stdio(log: &Path) {
 }
 
 /// In the parent: waits for the child's readiness line. `Ok` when it
-/// serves; its error otherwise (exit 7 if it died without a word).
-pub fn wait_ready(mut rx: File, log: &Path) -> CliResult<()> {
+/// serves; its error otherwise (exit 7 if it died without a word), or
+/// [`interrupt::interrupted`](crate::interrupt::interrupted) for `place`
+/// when one of `signals` came first (the caller then stops the child).
+pub fn wait_ready(mut rx: File, log: &Path, signals: &Signals, place: &str) -> CliResult<()> {
     let mut buf = Vec::new();
     let mut b = [0u8; 256];
     loop {
+        if let Err(sig) = signals.wait(rx.as_fd()) {
+            return Err(crate::interrupt::interrupted(sig, place));
+        }
         match rx.read(&mut b) {
             Ok(0) => break,
             Ok(n) => {
@@ -175,6 +199,30 @@ pub fn wait_ready(mut rx: File, log: &Path) -> CliResult<()> {
         log.display().to_string(),
         "run with --foreground to see its errors",
     ))
+}
+
+/// Copies of standard input, output and error, kept across
+/// [`detach_stdio`] for a keep that asks for a passphrase on them.
+pub struct Stdio3([OwnedFd; 3]);
+
+impl Stdio3 {
+    /// Duplicates descriptors 0, 1 and 2 (close-on-exec); `None` if one
+    /// is closed.
+    pub fn save() -> Option<Stdio3> {
+        let dup = |fd: i32| {
+            // SAFETY: F_DUPFD_CLOEXEC on a descriptor number only duplicates it.
+            let n = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+            // SAFETY: n was just returned by fcntl and is owned by nothing else.
+            (n >= 0).then(|| unsafe { OwnedFd::from_raw_fd(n) })
+        };
+        Some(Stdio3([dup(0)?, dup(1)?, dup(2)?]))
+    }
+
+    /// Makes them the standard streams of `cmd`.
+    pub fn give_to(self, cmd: &mut std::process::Command) {
+        let [i, o, e] = self.0;
+        cmd.stdin(i).stdout(o).stderr(e);
+    }
 }
 
 /// Makes this process non-dumpable: no core dumps, no ptrace by
@@ -235,12 +283,25 @@ fn signal_set() -> libc::sigset_t {
 /// Sends SIGTERM to `pid` and waits up to `secs` seconds for it to go.
 /// Returns whether it is gone.
 pub fn terminate(pid: i32, secs: u64) -> bool {
-    if pid <= 0 || !crate::state::pid_alive(pid) {
+    terminate_after(pid, secs, true)
+}
+
+/// Waits up to `secs` seconds for `pid` to go (reaping it if it is our
+/// child), after sending it SIGTERM if `signal`. Returns whether it is gone.
+pub fn terminate_after(pid: i32, secs: u64, signal: bool) -> bool {
+    if pid <= 0 {
         return true;
     }
-    // SAFETY: kill with a positive pid and a valid signal.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let steps = secs * 20;
+    if !crate::state::pid_alive(pid) {
+        // SAFETY: reaps our own child if it is a zombie; harmless otherwise.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        return true;
+    }
+    if signal {
+        // SAFETY: kill with a positive pid and a valid signal.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let steps = secs * 100;
     for _ in 0..steps {
         // Reap it if it is our own child (the parent of a failed open).
         // SAFETY: waitpid with WNOHANG on a pid; status pointer may be null.
@@ -248,7 +309,18 @@ pub fn terminate(pid: i32, secs: u64) -> bool {
         if !crate::state::pid_alive(pid) {
             return true;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
     false
+}
+
+/// Stops child `pid`: SIGTERM, up to 5 s to exit, then SIGKILL; reaped.
+pub fn stop(pid: i32) {
+    if !terminate(pid, 5) {
+        // SAFETY: kill and waitpid on our own child's pid.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    }
 }

@@ -12,9 +12,10 @@
 //! | 3 | out of memory |
 //! | 4 | wrong device or file: not found, not a LUKS volume, unknown NAME |
 //! | 5 | already exists or busy: NAME or volume already open, file exists, mount busy |
-//! | 6 | corrupt or unsupported header, unmet LUKS2 requirement |
+//! | 6 | corrupt or unsupported header or gocryptfs.conf (KDF parameters out of range included), unmet LUKS2 requirement |
 //! | 7 | daemon, FUSE or loop-device failure |
 //! | 8 | unexpected error (a bug: please report it) |
+//! | 129, 130, 143 | interrupted by SIGHUP, SIGINT, SIGTERM (128 + its number) while unlocking; nothing left open or running |
 
 use std::fmt;
 
@@ -38,6 +39,12 @@ pub enum Code {
     Daemon = 7,
     /// 8: unexpected error.
     Unexpected = 8,
+    /// 129: stopped by SIGHUP while unlocking.
+    Hangup = 129,
+    /// 130: stopped by SIGINT while unlocking.
+    Interrupt = 130,
+    /// 143: stopped by SIGTERM while unlocking.
+    Terminated = 143,
 }
 
 impl Code {
@@ -56,7 +63,25 @@ impl Code {
             5 => Code::Busy,
             6 => Code::Corrupt,
             7 => Code::Daemon,
+            129 => Code::Hangup,
+            130 => Code::Interrupt,
+            143 => Code::Terminated,
             _ => Code::Unexpected,
+        }
+    }
+
+    /// Whether this is the code of a command stopped by a signal.
+    pub fn is_signal(self) -> bool {
+        matches!(self, Code::Hangup | Code::Interrupt | Code::Terminated)
+    }
+
+    /// The code of a command stopped by signal `sig` (SIGHUP, SIGINT or
+    /// SIGTERM; any other is reported as SIGTERM).
+    pub fn for_signal(sig: i32) -> Code {
+        match sig {
+            libc::SIGHUP => Code::Hangup,
+            libc::SIGINT => Code::Interrupt,
+            _ => Code::Terminated,
         }
     }
 }
@@ -274,8 +299,15 @@ mod tests {
                 "README.md lacks exit code {code} in its table"
             );
         }
-        for n in 1..=8 {
+        assert!(
+            readme.contains("| 129, 130, 143 |"),
+            "README.md lacks the signal exit codes in its table"
+        );
+        for n in (1..=8).chain([129, 130, 143]) {
             assert_eq!(Code::from_i32(n).as_i32(), n);
+        }
+        for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+            assert_eq!(Code::for_signal(sig).as_i32(), 128 + sig);
         }
     }
 

@@ -4,8 +4,13 @@
 //! is generated and used only there; the parent just waits and passes the
 //! exit status on. (Long-lived keys — `open` — live in the process keep,
 //! see cmd/keep_serve.rs and docs/threat-model.md.)
+//!
+//! The child is killed when the parent dies (`PR_SET_PDEATHSIG`); a stop
+//! signal to the parent (SIGTERM, SIGINT, SIGHUP) is passed on to the
+//! child, waited for, and becomes exit 128 + its number.
 
 use crate::exit::{CliError, CliResult, Code};
+use crate::interrupt::{self, Signals};
 
 /// Runs `verb` in a hardened child process and returns its outcome. The
 /// child prints its own error (so the message is the same as in-process)
@@ -15,6 +20,9 @@ pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
         // fork is only sound single-threaded; stay in process rather than risk it.
         return verb();
     }
+    let signals = Signals::block()?;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: the process is single-threaded (checked above), so the child
     // may go on running Rust code.
     let pid = unsafe { libc::fork() };
@@ -28,6 +36,10 @@ pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
         ));
     }
     if pid == 0 {
+        interrupt::die_with_parent(parent);
+        drop(signals);
+        // The stop signals end the child as they would have ended us.
+        interrupt::unblock();
         harden_child();
         let code = match verb() {
             Ok(()) => 0,
@@ -37,6 +49,21 @@ pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
             }
         };
         std::process::exit(code);
+    }
+    if let Err(sig) = signals.wait_child(pid) {
+        // SAFETY: passing the signal on to our own child.
+        unsafe { libc::kill(pid, sig) };
+        let mut status = 0;
+        // SAFETY: waiting for our own child; status is a valid out-pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let mut e = interrupt::interrupted(sig, "keep");
+        e.what = e
+            .what
+            .replace("while unlocking", "while the key process ran");
+        e.hint = "the key process was stopped; if it had started writing, check the \
+                  volume with cryptkeep dump"
+            .into();
+        return Err(e);
     }
     let mut status = 0;
     loop {

@@ -6,6 +6,7 @@
 mod cmd;
 mod daemon;
 mod exit;
+mod interrupt;
 mod isolate;
 mod loopdev;
 mod passphrase;
@@ -27,7 +28,8 @@ use cmd::*;
 #[command(
     after_help = "Exit codes: 0 ok, 1 wrong parameters, 2 no permission or bad passphrase, \
 3 out of memory, 4 wrong device or file (not found, not LUKS, unknown name), \
-5 already exists or busy, 6 corrupt or unsupported header, 7 daemon/FUSE/loop failure, 8 unexpected.\n\
+5 already exists or busy, 6 corrupt or unsupported header, 7 daemon/FUSE/loop failure, 8 unexpected, \
+129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM while unlocking.\n\
 Run directory: $CRYPTKEEP_RUN_DIR or /run/cryptkeep."
 )]
 struct Cli {
@@ -184,7 +186,11 @@ fn main() {
             std::process::exit(code);
         }
     };
+    let tty = interrupt::TtyState::save();
     if let Err(e) = run(cli) {
+        if e.code.is_signal() {
+            tty.restore();
+        }
         eprintln!("cryptkeep: {e}");
         std::process::exit(e.code.as_i32());
     }

@@ -40,13 +40,28 @@ where
 
 /// Like [`spawn`], for a caller-built command (environment, working
 /// directory, standard streams are the caller's choice).
+///
+/// The keep never outlives the thread that spawns it: it gets
+/// `PR_SET_PDEATHSIG(SIGKILL)` right after the fork (kept across exec),
+/// and exits at once if that parent is already gone. A key derivation in
+/// it therefore stops when its parent is killed; spawn it from the thread
+/// that lives as long as the keep should (the daemon's main thread).
 pub fn spawn_command(mut cmd: Command) -> Result<Spawned, Error> {
     let (ours, theirs) = control::socketpair()?;
     let raw = theirs.as_raw_fd();
-    // SAFETY: the closure only calls async-signal-safe functions (dup2,
-    // fcntl) on descriptors that exist in the child.
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure only calls async-signal-safe functions (prctl,
+    // getppid, dup2, fcntl) on descriptors that exist in the child.
     unsafe {
         cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                // The spawner is gone (no allocation here, after fork).
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             if raw == CONTROL_FD {
                 let flags = libc::fcntl(raw, libc::F_GETFD);
                 if flags < 0 || libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {

@@ -158,6 +158,16 @@ fn luks2_generators() -> Vec<Gen> {
         json_gen("argon2 memory absurd", "kdf.memory 4294967295 KiB", |v| {
             v["keyslots"]["0"]["kdf"] = serde_json::json!({"type": "argon2id", "time": 4, "memory": 4294967295u32, "cpus": 1, "salt": "uuBXm6q5t+Eyt4m+MPEqFTHA1+YmDk4w3DQppBLXuSM="})
         }),
+        json_gen(
+            "argon2 lanes past RFC 9106",
+            "kdf.cpus 16777216 exceeds",
+            |v| v["keyslots"]["0"]["kdf"] = serde_json::json!({"type": "argon2id", "time": 4, "memory": 4194304, "cpus": 16777216u32, "salt": "uuBXm6q5t+Eyt4m+MPEqFTHA1+YmDk4w3DQppBLXuSM="}),
+        ),
+        json_gen(
+            "argon2 memory below 8 KiB per lane",
+            "8 KiB per lane",
+            |v| v["keyslots"]["0"]["kdf"] = serde_json::json!({"type": "argon2i", "time": 4, "memory": 64, "cpus": 9, "salt": "uuBXm6q5t+Eyt4m+MPEqFTHA1+YmDk4w3DQppBLXuSM="}),
+        ),
         json_gen("kdf salt length", "kdf.salt is 3 bytes", |v| {
             v["keyslots"]["0"]["kdf"]["salt"] = "YWJj".into()
         }),

@@ -26,6 +26,9 @@ pub const CONF_REVERSE_NAME: &str = ".gocryptfs.reverse.conf";
 pub const FORMAT_VERSION: u16 = 2;
 /// The smallest `LongNameMax` accepted (a hashed name is 62 characters).
 pub const LONG_NAME_MAX_MIN: u8 = 62;
+/// The largest config read: gocryptfs writes well under 1 KiB and sets no
+/// bound of its own; anything past this is refused unread.
+pub const CONF_MAX_LEN: u64 = 1 << 20;
 
 /// Base64 (standard alphabet, padded) for `[]byte` fields, as Go's
 /// `encoding/json` writes them.
@@ -134,10 +137,19 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads and validates the config at `path`.
+    /// Reads and validates the config at `path`, a file inside a cipher (or
+    /// plaintext) directory: a symbolic link there is refused, not followed,
+    /// and so is anything that is not a regular file or is larger than
+    /// [`CONF_MAX_LEN`].
     pub fn load(path: &Path) -> Result<Config> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
-        Config::parse(&bytes, path)
+        Config::parse(&read_conf(path, false)?, path)
+    }
+
+    /// Like [`load`](Self::load) for a path the user named (gocryptfs
+    /// `-config`): a symbolic link is followed, as gocryptfs does; its
+    /// target must still be a regular file of at most [`CONF_MAX_LEN`].
+    pub fn load_named(path: &Path) -> Result<Config> {
+        Config::parse(&read_conf(path, true)?, path)
     }
 
     /// Parses and validates config bytes; `path` is only used in messages.
@@ -437,6 +449,67 @@ impl Config {
         }
         std::fs::rename(&tmp, path).map_err(|e| Error::io("rename", &tmp, e))
     }
+}
+
+/// Reads the config file at `path` without blocking on a FIFO or device
+/// (O_NONBLOCK), following a final symbolic link only if `follow`; refuses
+/// what is not a regular file, and more than [`CONF_MAX_LEN`] bytes.
+fn read_conf(path: &Path, follow: bool) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let refuse = |detail: String| Error::ConfigSyntax {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if !follow && e.raw_os_error() == Some(libc::ELOOP) {
+                refuse("it is a symbolic link, which is not followed here".into())
+            } else {
+                Error::io("open", path, e)
+            }
+        })?;
+    let meta = f.metadata().map_err(|e| Error::io("stat", path, e))?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_char_device() {
+            "a character device"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else {
+            "a special file"
+        };
+        return Err(refuse(format!("it is {kind}, not a regular file")));
+    }
+    let too_big = |n: u64| {
+        refuse(format!(
+            "it is {n} bytes, more than the {CONF_MAX_LEN} a config may have"
+        ))
+    };
+    if meta.len() > CONF_MAX_LEN {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(CONF_MAX_LEN + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read", path, e))?;
+    if bytes.len() as u64 > CONF_MAX_LEN {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// The AES-256-GCM instance that wraps the master key.

@@ -16,12 +16,26 @@ pub const HKDF_INFO_SIV_CONTENT: &str = "AES-SIV file content encryption";
 /// HKDF info for the XChaCha20-Poly1305 content key. Part of the on-disk format.
 pub const HKDF_INFO_XCHACHA_CONTENT: &str = "XChaCha20-Poly1305 file content encryption";
 
-/// The smallest scrypt log2(N) gocryptfs accepts.
+/// The smallest scrypt log2(N) gocryptfs accepts (`scryptMinLogN`).
 pub const SCRYPT_MIN_LOG_N: u8 = 10;
 /// gocryptfs's default scrypt log2(N) (64 MiB of memory).
 pub const SCRYPT_DEFAULT_LOG_N: u8 = 16;
 /// The salt length gocryptfs writes (and the minimum it reads).
 pub const SCRYPT_SALT_LEN: usize = 32;
+/// The smallest block size r gocryptfs accepts (`scryptMinR`).
+pub const SCRYPT_MIN_R: u32 = 8;
+/// The key-encryption key length: gocryptfs reads no less (`KeyLen` check)
+/// and its ciphers take exactly this many bytes.
+pub const SCRYPT_KEY_LEN: usize = 32;
+/// golang.org/x/crypto/scrypt refuses r·p at or above this ("scrypt:
+/// parameters are too large"), as RFC 7914 requires.
+pub const SCRYPT_MAX_RP: u64 = 1 << 30;
+/// The largest N-block table scrypt may allocate here, 128·r·N bytes:
+/// 4 GiB is N = 2^22 at r = 8, 64 times gocryptfs's default.
+pub const SCRYPT_MAX_TABLE: u64 = 4 << 30;
+/// The largest p-block input scrypt may allocate here, 128·r·p bytes:
+/// p = 16384 at r = 8 (gocryptfs writes p = 1).
+pub const SCRYPT_MAX_INPUT: u64 = 16 << 20;
 
 /// HKDF-SHA256 with an empty salt: `out_len` bytes for `info`.
 pub fn hkdf_derive(ikm: &[u8], info: &str, out_len: usize) -> Result<SecretBytes> {
@@ -74,9 +88,12 @@ impl ScryptParams {
         self.n.trailing_zeros() as u8
     }
 
-    /// Checks the limits gocryptfs enforces (N ≥ 2^10 and a power of two,
-    /// r ≥ 8, p ≥ 1, salt ≥ 32 bytes, output ≥ 32 bytes), plus an upper bound
-    /// on memory (r·N·128 ≤ 4 GiB) so a hostile config cannot exhaust RAM.
+    /// Checks the limits gocryptfs and golang.org/x/crypto/scrypt enforce
+    /// (N a power of two of at least 2^10, r ≥ 8, p ≥ 1, r·p < 2^30, salt
+    /// ≥ 32 bytes, a 32-byte output), plus [`SCRYPT_MAX_TABLE`] and
+    /// [`SCRYPT_MAX_INPUT`], so that a hostile config cannot make
+    /// [`derive`](Self::derive) allocate more.
+    /// The message names the parameter.
     pub fn validate(&self) -> std::result::Result<(), String> {
         if !self.n.is_power_of_two() || self.log_n() < SCRYPT_MIN_LOG_N {
             return Err(format!(
@@ -84,11 +101,20 @@ impl ScryptParams {
                 self.n
             ));
         }
-        if self.r < 8 {
-            return Err(format!("scrypt R={} is below the minimum 8", self.r));
+        if self.r < SCRYPT_MIN_R {
+            return Err(format!(
+                "scrypt R={} is below the minimum {SCRYPT_MIN_R}",
+                self.r
+            ));
         }
         if self.p < 1 {
             return Err("scrypt P=0 is below the minimum 1".into());
+        }
+        if u64::from(self.r) * u64::from(self.p) >= SCRYPT_MAX_RP {
+            return Err(format!(
+                "scrypt parameters are too large: R={} times P={} must be below 2^30",
+                self.r, self.p
+            ));
         }
         if self.salt.len() < SCRYPT_SALT_LEN {
             return Err(format!(
@@ -96,29 +122,70 @@ impl ScryptParams {
                 self.salt.len()
             ));
         }
-        if self.key_len < 32 || self.key_len > 1024 {
-            return Err(format!("scrypt KeyLen={} must be 32..=1024", self.key_len));
-        }
-        let mem = u128::from(self.r) * u128::from(self.n) * 128;
-        if mem > 4 << 30 {
+        if self.key_len != SCRYPT_KEY_LEN {
             return Err(format!(
-                "scrypt N={} R={} would need {mem} bytes of memory",
-                self.n, self.r
+                "scrypt KeyLen={} must be {SCRYPT_KEY_LEN}",
+                self.key_len
+            ));
+        }
+        let table = 128 * u128::from(self.r) * u128::from(self.n);
+        if table > u128::from(SCRYPT_MAX_TABLE) {
+            return Err(format!(
+                "scrypt N=2^{} with R={} would need {} MiB of memory, more than the {} MiB allowed",
+                self.log_n(),
+                self.r,
+                table >> 20,
+                SCRYPT_MAX_TABLE >> 20
+            ));
+        }
+        let input = 128 * u128::from(self.r) * u128::from(self.p);
+        if input > u128::from(SCRYPT_MAX_INPUT) {
+            return Err(format!(
+                "scrypt P={} with R={} would need {} MiB of input blocks, more than the {} MiB allowed",
+                self.p,
+                self.r,
+                input >> 20,
+                SCRYPT_MAX_INPUT >> 20
             ));
         }
         Ok(())
     }
 
-    /// Runs scrypt on `password`.
+    /// The bytes scrypt allocates for these parameters: 128·r·(N + p + 1).
+    pub fn memory(&self) -> u128 {
+        128 * u128::from(self.r) * (u128::from(self.n) + u128::from(self.p) + 1)
+    }
+
+    /// Runs scrypt on `password`. Refuses parameters [`validate`](Self::validate)
+    /// refuses, and memory the allocator cannot give now, before scrypt
+    /// allocates anything.
     pub fn derive(&self, password: &[u8]) -> Result<SecretBytes> {
         self.validate().map_err(Error::InvalidArgument)?;
         let params = scrypt::Params::new(self.log_n(), self.r, self.p)
             .map_err(|_| Error::InvalidArgument("scrypt parameters".into()))?;
+        reserve_probe(self.memory())?;
         let mut out = SecretBytes::new(self.key_len);
         scrypt::scrypt(password, &self.salt, &params, out.as_mut_slice())
             .map_err(|_| Error::InvalidArgument("scrypt output length".into()))?;
         Ok(out)
     }
+}
+
+/// Asks the allocator for `bytes` and gives them back at once (untouched,
+/// so no page is faulted in): scrypt then allocates as much in one piece,
+/// and an allocator that cannot give it becomes an error here instead of an
+/// abort there.
+fn reserve_probe(bytes: u128) -> Result<()> {
+    let oom = || {
+        Error::Crypto(cryptkeep_crypto::Error::Kdf(format!(
+            "scrypt could not allocate {} MiB of memory",
+            bytes >> 20
+        )))
+    };
+    let n = usize::try_from(bytes).map_err(|_| oom())?;
+    let mut probe: Vec<u8> = Vec::new();
+    probe.try_reserve_exact(n).map_err(|_| oom())?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -185,5 +252,38 @@ mod tests {
         let mut p = good;
         p.p = 0;
         assert!(p.derive(b"x").is_err());
+    }
+
+    /// Parameters gocryptfs's scrypt refuses as "too large", and those past
+    /// our memory bound, are refused by `validate` and by `derive` before
+    /// anything is allocated (P = 2^31 asked for 2 TiB and aborted).
+    #[test]
+    fn hostile_params_refused_before_allocating() {
+        let good = ScryptParams::new(10).unwrap();
+        let bad = |f: &dyn Fn(&mut ScryptParams), want: &str| {
+            let mut p = good.clone();
+            f(&mut p);
+            let e = p.validate().unwrap_err();
+            assert!(e.contains(want), "{e}");
+            let e = p.derive(b"x").unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        };
+        bad(&|p| p.p = 1 << 31, "P=2147483648");
+        bad(&|p| p.p = u32::MAX, "too large");
+        bad(&|p| p.r = 1 << 27, "R=134217728");
+        bad(&|p| p.p = (1 << 27) - 1, "MiB of input blocks");
+        bad(&|p| p.p = 16385, "P=16385");
+        bad(&|p| p.n = 1 << 23, "N=2^23");
+        bad(&|p| p.n = 1 << 63, "N=2^63");
+        bad(&|p| p.key_len = 64, "KeyLen=64");
+        bad(&|p| p.key_len = usize::MAX, "KeyLen=");
+        bad(&|p| p.n = 1 << 23, "more than the 4096 MiB allowed");
+        let mut edge = good.clone();
+        edge.n = 1 << 22;
+        edge.p = 16384;
+        assert!(
+            edge.validate().is_ok(),
+            "N=2^22 and P=16384 at R=8 stay allowed"
+        );
     }
 }

@@ -78,6 +78,21 @@ impl PbkdfArgs {
         let memory = self.pbkdf_memory.unwrap_or(1_048_576);
         let memory = (memory as u64).min(half_ram_kib()).max(8) as u32;
         let parallel = self.pbkdf_parallel.unwrap_or_else(default_parallel).max(1);
+        if kind != PbkdfArg::Pbkdf2 {
+            // cryptsetup's limits, checked before calibrating with them.
+            let probe = Pbkdf::Argon2id {
+                time: 1,
+                memory_kib: memory,
+                parallel,
+            };
+            cryptkeep_luks::luks2::validate::check_new_kdf(&probe).map_err(|e| {
+                CliError::usage(
+                    e.to_string(),
+                    "--pbkdf-memory/--pbkdf-parallel",
+                    "use at most 4194304 KiB and 4 threads, as cryptsetup does",
+                )
+            })?;
+        }
         if let Some(n) = self.force_iterations {
             let min = if kind == PbkdfArg::Pbkdf2 { 1000 } else { 1 };
             if n < min {

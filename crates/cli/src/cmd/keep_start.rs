@@ -5,15 +5,17 @@
 //! I/O daemon then reaches the keep only through the arena.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, Command};
 
 use cryptkeep_keep::keep::{recv_hello, Hello};
 use cryptkeep_keep::spawn;
 
 use super::open::Args;
+use crate::daemon::Stdio3;
 use crate::exit::{CliError, CliResult, Code};
+use crate::interrupt::{self, Signals};
 use crate::state::{self, KeepState};
 
 /// A keep that unlocked the volume and serves it.
@@ -28,7 +30,8 @@ pub struct KeepStarted {
     pub state: KeepState,
 }
 
-fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
+/// The arguments of `cryptkeep __keep volume` for `open` of NAME.
+pub fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec!["__keep".into(), "volume".into(), a.volume.clone().into()];
     let mut opt = |k: &str, val: OsString| {
         v.push(k.into());
@@ -56,18 +59,24 @@ fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
     v
 }
 
-/// Spawns the keep and waits until it has unlocked the volume (or failed:
-/// its error, with its exit code, becomes ours).
-pub fn start(a: &Args, name: &str) -> CliResult<KeepStarted> {
-    spawn_and_wait(keep_args(a, name), &state::log_path(name), "the volume")
-}
-
 /// Spawns `cryptkeep ARGS...` as a keep and waits until it has unlocked
 /// `what` (or failed: its error, with its exit code, becomes ours). `log`
-/// is where the keep writes once it serves.
-pub fn spawn_and_wait(args: Vec<OsString>, log: &Path, what: &str) -> CliResult<KeepStarted> {
-    let exe = Path::new("/proc/self/exe");
-    let sp = spawn::spawn(exe, args).map_err(|e| {
+/// is where the keep writes once it serves. The keep dies with the calling
+/// thread (see [`spawn::spawn_command`]); SIGTERM, SIGINT or SIGHUP while
+/// it derives the key kill it and give [`interrupt::interrupted`].
+pub fn spawn_and_wait(
+    args: Vec<OsString>,
+    log: &Path,
+    what: &str,
+    stdio: Option<Stdio3>,
+) -> CliResult<KeepStarted> {
+    let signals = Signals::block()?;
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.args(args);
+    if let Some(s) = stdio {
+        s.give_to(&mut cmd);
+    }
+    let sp = spawn::spawn_command(cmd).map_err(|e| {
         CliError::new(
             Code::Daemon,
             format!("cannot start the keep: {e}"),
@@ -75,10 +84,16 @@ pub fn spawn_and_wait(args: Vec<OsString>, log: &Path, what: &str) -> CliResult<
             "check that /proc is mounted",
         )
     })?;
-    // Not reaped by us: the keep outlives `open`, and whoever it is
-    // reparented to reaps it.
+    // Reaped by us only when it fails; once it serves it lives as long as
+    // this process (it is killed when we die) and exits when its channel
+    // closes.
     let mut child: Child = sp.child;
     let pid = child.id() as i32;
+    if let Err(sig) = signals.wait(sp.control.as_fd()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(interrupt::interrupted(sig, what));
+    }
     match recv_hello(&sp.control) {
         Ok(Hello::Ready { arena, facts }) => {
             let fact = |k: &str| {
@@ -118,6 +133,45 @@ pub fn spawn_and_wait(args: Vec<OsString>, log: &Path, what: &str) -> CliResult<
                 "keep",
                 format!("see {}", log.display()),
             ))
+        }
+    }
+}
+
+/// What the process that started a keep needs to end it in order: a
+/// second descriptor of its control socket and its pid. The keep is killed
+/// when that process dies (it was spawned with a parent-death signal), so
+/// before exiting it closes the channel and waits for the keep to wipe its
+/// keys and exit.
+pub struct KeepGuard {
+    control: OwnedFd,
+    pid: i32,
+}
+
+impl KeepGuard {
+    /// A guard for the keep `k`.
+    pub fn new(k: &KeepStarted) -> CliResult<KeepGuard> {
+        let control = k.control.try_clone().map_err(|e| {
+            CliError::new(
+                Code::Daemon,
+                format!("cannot duplicate the keep's control socket: {e}"),
+                "keep",
+                "free some descriptors and retry",
+            )
+        })?;
+        Ok(KeepGuard {
+            control,
+            pid: k.pid,
+        })
+    }
+
+    /// Shuts the channel down (for every descriptor of it, so the keep
+    /// sees it closed even while others are open), then reaps the keep,
+    /// killing it if it has not exited within 5 s.
+    pub fn close_and_wait(self) {
+        // SAFETY: shutdown on a socket descriptor we own.
+        unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
+        if !crate::daemon::terminate_after(self.pid, 5, false) {
+            crate::daemon::stop(self.pid);
         }
     }
 }

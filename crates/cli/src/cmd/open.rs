@@ -13,6 +13,7 @@ use super::keep_start;
 use super::serve::{self, OpenCtx};
 use crate::daemon::{self, Forked};
 use crate::exit::{from_luks, CliError, CliResult, Code};
+use crate::interrupt::Signals;
 use crate::state::{self, State};
 
 /// Options of `open`.
@@ -210,24 +211,16 @@ pub fn run(a: Args) -> CliResult {
         size: data_size,
         keep: None,
     };
-    claim(&st)?;
+    // The keep is started by the process that serves (the daemon, or this
+    // one with --foreground): it dies with that process, never before.
     let keep = match a.keep {
         KeepArg::Inline => {
             st.keep = Some(state::KeepState::inline());
             None
         }
-        KeepArg::Process => match keep_start::start(&a, &st.name) {
-            Ok(k) => {
-                st.keep = Some(k.state.clone());
-                Some(k)
-            }
-            Err(e) => {
-                state::remove(&st.name);
-                return Err(e);
-            }
-        },
+        KeepArg::Process => Some(keep_start::keep_args(&a, &st.name)),
     };
-    state::save(&st)?;
+    claim(&st)?;
     let ctx = OpenCtx {
         st,
         volume: a.volume.clone(),
@@ -251,7 +244,7 @@ pub fn run(a: Args) -> CliResult {
 fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
     let name = ctx.st.name.clone();
     daemon::block_signals();
-    let mut s = match serve::start(ctx) {
+    let mut s = match serve::start(ctx, None, || Ok(())) {
         Ok(s) => s,
         Err(e) => {
             state::remove(&name);
@@ -274,17 +267,45 @@ fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
 fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
     let name = ctx.st.name.clone();
     let log = state::log_path(&name);
+    // Blocked before the fork: a stop signal from here on is read by
+    // whichever side waits, never fatal halfway.
+    let signals = match Signals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            state::remove(&name);
+            return Err(e);
+        }
+    };
     match daemon::fork() {
         Err(e) => {
             state::remove(&name);
             Err(e)
         }
         Ok(Forked::Child(n)) => {
+            drop(signals);
+            // The keep asks for the passphrase on our caller's terminal.
+            let stdio = daemon::Stdio3::save();
             daemon::detach_stdio(&log);
             daemon::block_signals();
-            match serve::start(ctx) {
+            let after_unlock = || {
+                if n.outlive_parent() {
+                    Ok(())
+                } else {
+                    Err(CliError::new(
+                        Code::Daemon,
+                        "open exited while the key was derived",
+                        name.clone(),
+                        "nothing was opened",
+                    ))
+                }
+            };
+            match serve::start(ctx, stdio, after_unlock) {
                 Ok(s) => {
-                    n.ready();
+                    if !n.ready() {
+                        // Nobody will attach the loop device: stop serving.
+                        eprintln!("cryptkeep: open exited before the volume was ready");
+                        let _ = crate::loopdev::fuse_unmount(&state::fuse_dir(&name), true);
+                    }
                     serve::wait_stopped(s);
                     std::process::exit(0);
                 }
@@ -296,17 +317,16 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
             }
         }
         Ok(Forked::Parent { child, rx }) => {
+            let place = ctx.volume.display().to_string();
             if crate::passphrase::stderr_is_tty() && ctx.keep.is_none() {
                 eprintln!(
                     "cryptkeep: unlocking {} (the keyslot KDF runs in the daemon)...",
                     ctx.volume.display()
                 );
             }
-            // Our copies of the keep's control socket and arena close here:
-            // the daemon holds the only ones.
             drop(ctx);
-            if let Err(e) = daemon::wait_ready(rx, &log) {
-                daemon::terminate(child, 10);
+            if let Err(e) = daemon::wait_ready(rx, &log, &signals, &place) {
+                daemon::stop(child);
                 if let Ok(Some(st)) = state::load(&name) {
                     serve::clean_stale(&st);
                 } else {
@@ -323,7 +343,7 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
                 )
             })?;
             if let Err(e) = serve::attach_and_mount(&mut st, mount) {
-                daemon::terminate(child, 10);
+                daemon::stop(child);
                 serve::clean_stale(&st);
                 return Err(e);
             }

@@ -2,6 +2,7 @@
 //! block file, the loop device and the optional mount; and the teardown
 //! that `close`, signals and failed opens share.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,9 +12,10 @@ use cryptkeep_luks::{Luks, Segment};
 use cryptkeep_volume::{Engine, InlineCrypt, SectorCrypt};
 
 use super::common;
-use super::keep_start::KeepStarted;
-use crate::daemon;
+use super::keep_start::{self, KeepGuard};
+use crate::daemon::{self, Stdio3};
 use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
+use crate::interrupt;
 use crate::loopdev;
 use crate::passphrase::Passphrase;
 use crate::state::{self, State};
@@ -36,8 +38,9 @@ pub struct OpenCtx {
     pub data_size: u64,
     /// The passphrase (wiped on drop), for `--keep inline`.
     pub pass: Option<Passphrase>,
-    /// The keep holding the key, for `--keep process`.
-    pub keep: Option<KeepStarted>,
+    /// The arguments of the keep that will hold the key, for `--keep
+    /// process` (started by [`start`], in the process that serves).
+    pub keep: Option<Vec<OsString>>,
     /// `--key-slot`.
     pub key_slot: Option<usize>,
     /// `--allow-discards`.
@@ -50,6 +53,7 @@ pub struct OpenCtx {
 pub struct Serving {
     mount: BlockFileMount,
     engine: Arc<Engine>,
+    keep: Option<KeepGuard>,
     /// The state record (pid = this process).
     pub st: State,
 }
@@ -59,16 +63,27 @@ fn daemon_err(what: &str, e: impl std::fmt::Display, place: &str, hint: &str) ->
 }
 
 /// Unlocks the volume, builds the engine, mounts the FUSE block file and
-/// records the state with this process as the daemon.
-pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
+/// records the state with this process as the daemon. The key derivation
+/// runs in a keep started here (with `stdio` as its standard streams) or,
+/// inline, on a helper thread; either way a stop signal ends it with
+/// [`interrupt::interrupted`]. `after_unlock` runs once the key is there,
+/// before anything is mounted.
+pub fn start(
+    mut ctx: OpenCtx,
+    stdio: Option<Stdio3>,
+    after_unlock: impl FnOnce() -> CliResult<()>,
+) -> CliResult<Serving> {
     daemon::harden();
     let place = common::place(&ctx.volume, ctx.header.as_deref());
     let read_only = ctx.st.read_only;
     let ss = ctx.seg.sector_size as usize;
-    let crypt: Arc<dyn SectorCrypt> = match (ctx.keep, ctx.pass) {
-        (Some(k), _) => {
-            // The child handle stays with the opener; the daemon only needs
-            // the channel. A zombie keep is reaped by whoever outlives it.
+    let mut guard = None;
+    let crypt: Arc<dyn SectorCrypt> = match (ctx.keep.take(), ctx.pass.take()) {
+        (Some(args), _) => {
+            let log = state::log_path(&ctx.st.name);
+            let k = keep_start::spawn_and_wait(args, &log, &place, stdio)?;
+            ctx.st.keep = Some(k.state.clone());
+            guard = Some(KeepGuard::new(&k)?);
             let keep = ProcessKeep::connect(k.arena, k.control, k.pid).map_err(|e| {
                 daemon_err("cannot reach the keep", e, &place, "close and open again")
             })?;
@@ -80,11 +95,12 @@ pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
         }
         (None, Some(pass)) => {
             let hdr = common::open_header(&ctx.volume, ctx.header.as_deref(), false)?;
-            let (slot, vk) = ctx
-                .luks
-                .unlock(&hdr, &pass, ctx.key_slot, ctx.backend)
-                .map_err(|e| from_luks(e, &place))?;
-            drop(pass);
+            let luks = ctx.luks.clone();
+            let (key_slot, backend, shown) = (ctx.key_slot, ctx.backend, place.clone());
+            let (slot, vk) = interrupt::run(&place, move || {
+                luks.unlock(&hdr, &pass, key_slot, backend)
+                    .map_err(|e| from_luks(e, &shown))
+            })??;
             eprintln!("cryptkeep: keyslot {slot} unlocked ({place}); key inline");
             // After the KDF (whose memory is freed by now), before serving.
             if let Err(e) = daemon::lock_memory() {
@@ -104,6 +120,7 @@ pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
             ))
         }
     };
+    after_unlock()?;
     let data = common::open_file(&ctx.volume, !read_only, "volume")?;
     let engine =
         Engine::new(data, ctx.seg.offset, ctx.data_size, crypt, read_only).map_err(|e| {
@@ -141,7 +158,12 @@ pub fn start(ctx: OpenCtx) -> CliResult<Serving> {
     st.pid = std::process::id() as i32;
     st.file = block_file_path(&fuse_dir, &opts).display().to_string();
     state::save(&st)?;
-    Ok(Serving { mount, engine, st })
+    Ok(Serving {
+        mount,
+        engine,
+        keep: guard,
+        st,
+    })
 }
 
 /// The FUSE options for NAME.
@@ -177,6 +199,9 @@ pub fn wait_stopped(s: Serving) {
     });
     s.mount.wait();
     drop(s.engine);
+    if let Some(k) = s.keep {
+        k.close_and_wait();
+    }
     state::remove(&name);
 }
 

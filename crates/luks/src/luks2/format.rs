@@ -96,6 +96,7 @@ pub fn format(
             "sector size {ss} must be a power of two between 512 and 4096"
         )));
     }
+    super::validate::check_new_kdf(slot_kdf)?;
     let (hdr_size, keyslots_size, data_offset) = storage_params(
         opts.luks2_metadata_size,
         opts.luks2_keyslots_size,

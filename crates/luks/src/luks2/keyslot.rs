@@ -6,7 +6,7 @@ use cryptkeep_crypto::spec::{ChainMode, IvMode};
 use cryptkeep_crypto::{kdf, Backend, CipherSpec, HashAlg, Pbkdf, SecretBytes};
 
 use super::json::{Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, U64Str, B64};
-use super::validate::{OBJECTS_MAX, SALT_LEN};
+use super::validate::{check_new_kdf, OBJECTS_MAX, SALT_LEN};
 use crate::area::{self, AF_STRIPES};
 use crate::error::{bad, Error};
 use crate::io::BlockIo;
@@ -177,6 +177,7 @@ pub fn store(
     let (encryption, area_key) = area_cipher(n.segment_cipher, key_bytes);
     let spec = CipherSpec::parse(&encryption)
         .map_err(|e| Error::Unsupported(format!("keyslot cipher '{encryption}': {e}")))?;
+    check_new_kdf(n.kdf)?;
     let salt = random_bytes(SALT_LEN)?;
     let slot_key = kdf::derive(n.kdf, n.passphrase, &salt, area_key as usize)?;
     area::store_material(

@@ -16,6 +16,11 @@ pub const MAX_KEY_BYTES: u32 = 512;
 /// Most Argon2 memory cryptsetup accepts (4 GiB, in KiB): a header asking
 /// for more is refused instead of exhausting memory at unlock.
 pub const MAX_ARGON2_MEMORY_KIB: u32 = 4 * 1024 * 1024;
+/// Most Argon2 threads cryptsetup writes (`max_parallel` of its
+/// `crypt_pbkdf_get_limits`): new keyslots are kept within it.
+pub const MAX_ARGON2_PARALLEL: u32 = 4;
+/// Most Argon2 lanes there can be (RFC 9106 §3.1: p < 2^24).
+pub const MAX_ARGON2_LANES: u32 = 0xFF_FFFF;
 /// KDF salt length in keyslots and digests.
 pub const SALT_LEN: usize = 32;
 
@@ -232,6 +237,20 @@ fn validate_keyslots(m: &Metadata, areas_start: u64, areas_end: u64) -> Result<(
                         "{p}.kdf.memory {memory} KiB exceeds the {MAX_ARGON2_MEMORY_KIB} KiB (4 GiB) maximum"
                     )));
                 }
+                Kdf::Argon2i { cpus, .. } | Kdf::Argon2id { cpus, .. }
+                    if *cpus > MAX_ARGON2_LANES =>
+                {
+                    return Err(bad(format!(
+                        "{p}.kdf.cpus {cpus} exceeds Argon2's maximum of {MAX_ARGON2_LANES} lanes"
+                    )));
+                }
+                Kdf::Argon2i { memory, cpus, .. } | Kdf::Argon2id { memory, cpus, .. }
+                    if u64::from(*memory) < 8 * u64::from(*cpus) =>
+                {
+                    return Err(bad(format!(
+                        "{p}.kdf.memory {memory} KiB is below the 8 KiB per lane Argon2 needs for cpus {cpus}"
+                    )));
+                }
                 _ => {}
             }
         }
@@ -305,4 +324,38 @@ fn validate_digests(m: &Metadata) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The limits cryptsetup puts on a keyslot KDF it creates
+/// (`verify_pbkdf_params`): Argon2 memory at most 4 GiB and at most 4
+/// threads. Checked before a new keyslot's KDF runs; headers that exceed
+/// the thread count (which cryptsetup still opens) are opened too.
+pub fn check_new_kdf(kdf: &cryptkeep_crypto::Pbkdf) -> Result<(), Error> {
+    use cryptkeep_crypto::Pbkdf as P;
+    match *kdf {
+        P::Argon2i {
+            memory_kib,
+            parallel,
+            ..
+        }
+        | P::Argon2id {
+            memory_kib,
+            parallel,
+            ..
+        } => {
+            if memory_kib > MAX_ARGON2_MEMORY_KIB {
+                return Err(Error::InvalidArgument(format!(
+                    "Argon2 memory cost {memory_kib} KiB is above the maximum of \
+                     {MAX_ARGON2_MEMORY_KIB} KiB (4 GiB)"
+                )));
+            }
+            if parallel > MAX_ARGON2_PARALLEL {
+                return Err(Error::InvalidArgument(format!(
+                    "Argon2 parallel cost {parallel} is above the maximum of {MAX_ARGON2_PARALLEL}"
+                )));
+            }
+            Ok(())
+        }
+        P::Pbkdf2 { .. } => Ok(()),
+    }
 }

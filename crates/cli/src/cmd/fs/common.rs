@@ -131,14 +131,21 @@ pub fn from_overlay(e: cryptkeep_overlay::Error, place: &Path) -> CliError {
             place,
             "check --passfile/--extpass; nothing was changed",
         ),
-        E::ConfigSyntax { .. } | E::UnknownFeatureFlag { .. } | E::ConfigUnsupported { .. } => {
-            CliError::new(
-                Code::Corrupt,
-                what,
-                place,
-                "see: cryptkeep fs info CIPHERDIR",
-            )
-        }
+        // `fs info` refuses the same config, so it is no use as a hint
+        // (and the syntax error's text already says to restore it).
+        E::ConfigSyntax { .. } => CliError::new(Code::Corrupt, what, place, "nothing was changed"),
+        E::ConfigUnsupported { .. } => CliError::new(
+            Code::Corrupt,
+            what,
+            place,
+            "nothing was changed; restore gocryptfs.conf from a backup",
+        ),
+        E::UnknownFeatureFlag { .. } => CliError::new(
+            Code::Corrupt,
+            what,
+            place,
+            "open it with the tool that created it",
+        ),
         E::NotEmpty { .. } => CliError::new(Code::Busy, what, place, "use an empty directory"),
         E::InvalidArgument(_) | E::InvalidName { .. } => {
             CliError::usage(what, place, "check the options: cryptkeep fs VERB --help")

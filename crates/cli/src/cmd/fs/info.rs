@@ -31,7 +31,14 @@ pub fn run(a: Args) -> CliResult {
             CONF_NAME
         })
     });
-    let c = Config::load(&path).map_err(|e| from_overlay(e, &path))?;
+    // A config named with --config may be a symbolic link (as with
+    // gocryptfs -config); the one inside the directory may not.
+    let c = if a.config.is_some() {
+        Config::load_named(&path)
+    } else {
+        Config::load(&path)
+    }
+    .map_err(|e| from_overlay(e, &path))?;
     let s = c.scrypt();
     let flags: Vec<&str> = c.flags().iter().map(|f| f.name()).collect();
     println!("Config:       {}", path.display());

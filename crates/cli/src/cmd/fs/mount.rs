@@ -7,6 +7,12 @@
 //! success or its error through a pipe, and the parent exits with that
 //! result. The daemon serves until the mount is unmounted (`fs umount`,
 //! `fusermount3 -u`) or it gets SIGTERM/SIGINT/SIGHUP, which unmount.
+//! With `--keep` the daemon starts the keep, which reads the password.
+//!
+//! While the key is derived (scrypt, in the daemon or the keep), the
+//! daemon dies with the parent, and a stop signal to the parent stops the
+//! daemon and its keep, unmounts anything they got to mount and exits
+//! 128 + the signal's number.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,9 +24,10 @@ use cryptkeep_overlay::{CipherDir, Config, MasterKey};
 use super::common::{
     self, from_fuse, from_overlay, need_dir, PassArgs, CONF_NAME, CONF_REVERSE_NAME,
 };
-use crate::cmd::keep_start::{self, KeepStarted};
-use crate::daemon::{self, Forked};
+use crate::cmd::keep_start::{self, KeepGuard, KeepStarted};
+use crate::daemon::{self, Forked, Stdio3};
 use crate::exit::{CliError, CliResult, Code};
+use crate::interrupt::{self, Signals};
 use crate::passphrase::Passphrase;
 use cryptkeep_keep::keep::ProcessKeep;
 use cryptkeep_keep::overlay_keys::KeepKeyHolder;
@@ -96,8 +103,9 @@ pub struct Args {
 enum Secret {
     /// A secret this process derives the keys from.
     Here(Unlock),
-    /// A keep that unlocked the directory and holds its keys.
-    Keep(KeepStarted),
+    /// The arguments of a keep that will read the password, unlock the
+    /// directory and hold its keys; started by the process that serves.
+    Keep(Vec<OsString>),
 }
 
 /// A password or master key read by this process.
@@ -159,7 +167,7 @@ pub fn run(a: Args) -> CliResult {
         Some(hex) => Secret::Here(Unlock::Key(
             MasterKey::from_hex(hex).map_err(|e| from_overlay(e, &conf))?,
         )),
-        None if a.keep => Secret::Keep(start_keep(&cipherdir, &conf, &a.pass, &mountpoint)?),
+        None if a.keep => Secret::Keep(keep_args(&cipherdir, &conf, &a.pass, &mountpoint)),
         None => Secret::Here(Unlock::Password(a.pass.read("Password: ", false)?)),
     };
     let ctx = MountCtx {
@@ -190,17 +198,10 @@ pub fn run(a: Args) -> CliResult {
     }
 }
 
-/// Starts the keep for `--keep`: it reads the password itself (same
-/// sources as without the keep) and unlocks before the daemon forks.
-fn start_keep(
-    cipherdir: &Path,
-    conf: &Path,
-    pass: &PassArgs,
-    mountpoint: &Path,
-) -> CliResult<KeepStarted> {
-    let log = common::ensure_run_dir()
-        .map(|_| common::log_path(mountpoint))
-        .unwrap_or_else(|| PathBuf::from("/dev/null"));
+/// The keep's arguments for `--keep`: it reads the password itself (same
+/// sources as without the keep) and unlocks before the mount is made.
+fn keep_args(cipherdir: &Path, conf: &Path, pass: &PassArgs, mountpoint: &Path) -> Vec<OsString> {
+    let log = keep_log(mountpoint);
     let mut args: Vec<OsString> = vec!["__keep".into(), "overlay".into(), cipherdir.into()];
     args.extend(["--config".into(), conf.into()]);
     if let Some(f) = &pass.passfile {
@@ -209,12 +210,20 @@ fn start_keep(
     if let Some(c) = &pass.extpass {
         args.extend(["--extpass".into(), c.into()]);
     }
-    args.extend(["--log".into(), log.clone().into()]);
-    keep_start::spawn_and_wait(args, &log, &cipherdir.display().to_string())
+    args.extend(["--log".into(), log.into()]);
+    args
+}
+
+/// Where the keep logs once it serves: the mount's log.
+fn keep_log(mountpoint: &Path) -> PathBuf {
+    common::ensure_run_dir()
+        .map(|_| common::log_path(mountpoint))
+        .unwrap_or_else(|| PathBuf::from("/dev/null"))
 }
 
 /// Connects to the keep and opens the directory with its keys there.
-fn open_held(place: &Path, k: KeepStarted) -> CliResult<CipherDir> {
+fn open_held(place: &Path, k: KeepStarted) -> CliResult<(CipherDir, KeepGuard)> {
+    let guard = KeepGuard::new(&k)?;
     let conf = place.join(CONF_NAME);
     let config = Config::load(&conf).map_err(|e| from_overlay(e, &conf))?;
     let keep_err = |e: cryptkeep_keep::Error| {
@@ -231,16 +240,38 @@ fn open_held(place: &Path, k: KeepStarted) -> CliResult<CipherDir> {
         "cryptkeep: keys held by the keep (pid {}, {}; {})",
         k.pid, k.state.secret_mem, k.state.sandbox
     );
-    CipherDir::with_key_holder(place, config, Arc::new(holder)).map_err(|e| from_overlay(e, place))
+    let cd = CipherDir::with_key_holder(place, config, Arc::new(holder))
+        .map_err(|e| from_overlay(e, place))?;
+    Ok((cd, guard))
 }
 
-/// Unlocks and mounts (the key derivation runs here, or in the keep).
-fn start(ctx: MountCtx) -> CliResult<OverlayMount> {
-    let place = ctx.cipherdir.as_path();
-    let cd = match ctx.secret {
-        Secret::Keep(k) => open_held(place, k)?,
-        Secret::Here(u) => open_here(place, u, ctx.reverse)?,
-    };
+/// An unlocked directory, and the keep holding its keys (if any).
+type Unlocked = (CipherDir, Option<KeepGuard>);
+
+/// Unlocks: the key derivation runs here (on a helper thread, so that a
+/// stop signal ends it) or in a keep started now with `stdio` as its
+/// standard streams. A stop signal gives `interrupted` (exit 128 + N).
+fn unlock(ctx: &mut MountCtx, stdio: Option<Stdio3>) -> CliResult<Unlocked> {
+    let place = ctx.cipherdir.clone();
+    let shown = place.display().to_string();
+    let secret = std::mem::replace(&mut ctx.secret, Secret::Keep(Vec::new()));
+    match secret {
+        Secret::Keep(args) => {
+            let log = keep_log(&ctx.mountpoint);
+            let k = keep_start::spawn_and_wait(args, &log, &shown, stdio)?;
+            let (cd, guard) = open_held(&place, k)?;
+            Ok((cd, Some(guard)))
+        }
+        Secret::Here(u) => {
+            let reverse = ctx.reverse;
+            let cd = interrupt::run(&shown, move || open_here(&place, u, reverse))??;
+            Ok((cd, None))
+        }
+    }
+}
+
+/// Mounts the unlocked directory.
+fn mount(cd: CipherDir, ctx: &MountCtx) -> CliResult<OverlayMount> {
     let cd = Arc::new(cd);
     let m = if ctx.reverse {
         mount_reverse(cd, &ctx.mountpoint, &ctx.opts)
@@ -268,8 +299,9 @@ fn open_here(place: &Path, secret: Unlock, reverse: bool) -> CliResult<CipherDir
     Ok(cd)
 }
 
-/// Serves until unmounted; a signal unmounts. Removes the pid file at the end.
-fn serve(m: OverlayMount, pid_file: Option<PathBuf>) {
+/// Serves until unmounted; a signal unmounts. Removes the pid file at the
+/// end and lets the keep, if any, wipe its keys and exit.
+fn serve(m: OverlayMount, pid_file: Option<PathBuf>, keep: Option<KeepGuard>) {
     let mp = m.mountpoint().to_path_buf();
     let watcher = mp.clone();
     let _ = std::thread::Builder::new()
@@ -286,6 +318,9 @@ fn serve(m: OverlayMount, pid_file: Option<PathBuf>) {
     if let Some(p) = pid_file {
         let _ = std::fs::remove_file(p);
     }
+    if let Some(k) = keep {
+        k.close_and_wait();
+    }
     eprintln!("cryptkeep: {} unmounted", mp.display());
 }
 
@@ -297,30 +332,52 @@ fn write_pid_file(mountpoint: &Path) -> Option<PathBuf> {
     Some(p)
 }
 
-fn foreground(ctx: MountCtx) -> CliResult {
+fn foreground(mut ctx: MountCtx) -> CliResult {
     daemon::block_signals();
     daemon::harden();
-    let m = start(ctx)?;
+    let (cd, keep) = unlock(&mut ctx, None)?;
+    let m = mount(cd, &ctx)?;
     let pid = write_pid_file(m.mountpoint());
     eprintln!("Filesystem mounted and ready.");
-    serve(m, pid);
+    serve(m, pid, keep);
     Ok(())
 }
 
-fn background(ctx: MountCtx) -> CliResult {
+fn background(mut ctx: MountCtx) -> CliResult {
     let log = common::ensure_run_dir()
         .map(|_| common::log_path(&ctx.mountpoint))
         .unwrap_or_else(|| PathBuf::from("/dev/null"));
+    // Blocked before the fork: a stop signal from here on is read by
+    // whichever side waits, never fatal halfway.
+    let signals = Signals::block()?;
     match daemon::fork()? {
         Forked::Child(n) => {
+            drop(signals);
+            // The keep asks for the password on our caller's terminal.
+            let stdio = Stdio3::save();
             daemon::detach_stdio(&log);
             daemon::block_signals();
             daemon::harden();
-            match start(ctx) {
-                Ok(m) => {
+            let unlocked = unlock(&mut ctx, stdio).and_then(|u| {
+                if n.outlive_parent() {
+                    Ok(u)
+                } else {
+                    Err(CliError::new(
+                        Code::Daemon,
+                        "fs mount exited while the key was derived",
+                        ctx.cipherdir.display().to_string(),
+                        "nothing was mounted",
+                    ))
+                }
+            });
+            match unlocked.and_then(|(cd, keep)| Ok((mount(cd, &ctx)?, keep))) {
+                Ok((m, keep)) => {
                     let pid = write_pid_file(m.mountpoint());
-                    n.ready();
-                    serve(m, pid);
+                    if !n.ready() {
+                        eprintln!("cryptkeep: fs mount exited before the mount was ready");
+                        let _ = unmount(m.mountpoint());
+                    }
+                    serve(m, pid, keep);
                     std::process::exit(0);
                 }
                 Err(e) => {
@@ -331,9 +388,16 @@ fn background(ctx: MountCtx) -> CliResult {
             }
         }
         Forked::Parent { child, rx } => {
+            let mountpoint = ctx.mountpoint.clone();
+            let place = ctx.cipherdir.display().to_string();
             drop(ctx);
-            if let Err(e) = daemon::wait_ready(rx, &log) {
-                daemon::terminate(child, 10);
+            if let Err(e) = daemon::wait_ready(rx, &log, &signals, &place) {
+                daemon::stop(child);
+                // A daemon stopped right after it mounted unmounts on
+                // SIGTERM; one that had to be killed leaves a dead mount.
+                if common::is_mounted(&mountpoint) {
+                    let _ = unmount(&mountpoint);
+                }
                 return Err(e);
             }
             println!("Filesystem mounted and ready.");
