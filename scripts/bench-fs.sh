@@ -16,12 +16,15 @@
 #   cryptkeep-devfuse - the same with `fs mount --no-io-uring` (requests read from /dev/fuse,
 #                  what a kernel without enable_uring gets)
 #   cryptkeep-keep - the same with `fs mount --keep` (keys and crypto in the keep process)
+#   cryptkeep-base - `cryptkeep fs` of the binary in CK_BASE (an earlier build), for a
+#                  before/after comparison measured in the same run
 # The fuse module's enable_uring is turned on first (as scripts/install-deps.sh does), so the
 # cryptkeep targets without --no-io-uring use per-CPU FUSE-over-io_uring queues.
 #   securefs   - Debian's securefs, its default format (printed below)
 #   encfs      - Debian's EncFS, --standard, password on stdin
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
 # usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE]
+#   (cryptkeep-base is not in the default list: --only ...,cryptkeep-base with CK_BASE set)
 #   --quick: only the first 10,000 files of the tar (a fast check)
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
@@ -108,14 +111,18 @@ for target in "${targets[@]}"; do
       gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null
       gocryptfs -q -nosyslog -passfile "$w/pass" "$b" "$m"
       ver[$target]="gocryptfs $(dpkg-query -W -f='${Version}' gocryptfs), -scryptn 10, defaults";;
-    cryptkeep|cryptkeep-keep|cryptkeep-devfuse)
-      keep_args=()
+    cryptkeep|cryptkeep-keep|cryptkeep-devfuse|cryptkeep-base)
+      keep_args=() bin=$ck
       [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
       [ "$target" = cryptkeep-devfuse ] && keep_args=(--no-io-uring)
-      "$ck" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
-      "$ck" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
+      if [ "$target" = cryptkeep-base ]; then
+        bin=${CK_BASE:-}
+        [ -x "$bin" ] || { echo "bench-fs: cryptkeep-base needs CK_BASE=path/to/an/earlier/cryptkeep" >&2; exit 1; }
+      fi
+      "$bin" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
+      "$bin" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
       via=$transport; [ "$target" = cryptkeep-devfuse ] && via=/dev/fuse
-      ver[$target]="$("$ck" --version), --scryptn 10 ${keep_args[*]} ($via)";;
+      ver[$target]="$("$bin" --version) ($bin), --scryptn 10 ${keep_args[*]} ($via)";;
     securefs)
       securefs create "$b" --pass "$pw" >/dev/null 2>&1 </dev/null
       securefs mount -b --log "$w/securefs.log" "$b" "$m" --pass "$pw" >/dev/null 2>&1 </dev/null

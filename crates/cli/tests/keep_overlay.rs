@@ -188,13 +188,19 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
             // SAFETY: signal 0 only checks that the daemon exists.
             assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the daemon died");
         } else {
-            // The daemon holds the content and name key schedules.
+            // The daemon holds the content and name key schedules, but
+            // what it read the password into is wiped.
             for what in ["content key", "name key"] {
                 assert!(
                     daemon.found(what),
                     "the scan finds no {what} in a daemon that holds it"
                 );
             }
+            assert!(
+                !daemon.found("password"),
+                "without --keep, the daemon still holds the password:\n{}",
+                daemon.report(20)
+            );
         }
         ck(d, &["fs", "umount", ms]);
         for (p, _) in &files {

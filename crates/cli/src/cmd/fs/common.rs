@@ -64,36 +64,59 @@ fn first_line(data: &[u8], place: &str) -> CliResult<Passphrase> {
 /// Reads a password file like gocryptfs `-passfile`: its first line.
 pub fn read_passfile(p: &Path) -> CliResult<Passphrase> {
     let shown = p.display().to_string();
-    let mut f = std::fs::File::open(p)
+    let f = std::fs::File::open(p)
         .map_err(|e| CliError::io("cannot open the password file", &shown, &e))?;
-    let mut data = Zeroizing::new(Vec::new());
-    f.by_ref()
-        .take(passphrase::MAX_KEYFILE)
-        .read_to_end(&mut data)
-        .map_err(|e| CliError::io("cannot read the password file", &shown, &e))?;
+    let data =
+        read_secret(f).map_err(|e| CliError::io("cannot read the password file", &shown, &e))?;
     first_line(&data, &shown)
 }
 
 /// Runs `cmd` with `sh -c` like gocryptfs `-extpass`; its first output line.
 pub fn run_extpass(cmd: &str) -> CliResult<Passphrase> {
     let place = format!("--extpass {cmd}");
-    let out = Command::new("sh")
+    let mut child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .output()
+        .spawn()
         .map_err(|e| CliError::io("cannot run the password program", &place, &e))?;
-    let data = Zeroizing::new(out.stdout);
-    if !out.status.success() {
+    let read = child.stdout.take().map(read_secret);
+    let status = child
+        .wait()
+        .map_err(|e| CliError::io("cannot run the password program", &place, &e))?;
+    let data = read
+        .unwrap_or_else(|| Ok(Zeroizing::new(Vec::new())))
+        .map_err(|e| CliError::io("cannot read the password program's output", &place, &e))?;
+    if !status.success() {
         return Err(CliError::new(
             Code::Permission,
-            format!("the password program failed ({})", out.status),
+            format!("the password program failed ({status})"),
             place,
             "check the --extpass command",
         ));
     }
     first_line(&data, &place)
+}
+
+/// Reads at most [`passphrase::MAX_KEYFILE`] bytes of `r` into one
+/// buffer allocated up front and wiped when dropped: a buffer grown while
+/// reading would leave copies of the password in the memory it freed.
+fn read_secret(mut r: impl Read) -> std::io::Result<Zeroizing<Vec<u8>>> {
+    let mut buf = Zeroizing::new(vec![0u8; passphrase::MAX_KEYFILE as usize]);
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Shortening keeps the allocation (and so the wipe of all of it).
+    buf.truncate(n);
+    Ok(buf)
 }
 
 /// Checks that `p` is an existing directory (exit 4 otherwise).
