@@ -130,19 +130,32 @@ pub fn open_regular_at(
     flags: i32,
     mode: u32,
 ) -> io::Result<std::fs::File> {
-    let fd = open_at(dir, name, flags | libc::O_NONBLOCK | libc::O_NOCTTY, mode)?;
+    let excl = libc::O_CREAT | libc::O_EXCL;
+    if flags & excl == excl {
+        // Made by this call: a new, empty regular file.
+        return open_at(dir, name, flags, mode).map(std::fs::File::from);
+    }
+    open_regular_stat_at(dir, name, flags).map(|(f, _)| f)
+}
+
+/// [`open_regular_at`] of an existing file, with its `fstat`.
+pub fn open_regular_stat_at(
+    dir: &impl AsFd,
+    name: &OsStr,
+    flags: i32,
+) -> io::Result<(std::fs::File, libc::stat)> {
+    let fd = open_at(dir, name, flags | libc::O_NONBLOCK | libc::O_NOCTTY, 0)?;
     let st = fstat(&fd)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(not_regular());
     }
-    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory involved.
-    unsafe {
-        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if fl < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
+    // The status flags F_SETFL may change, as asked, without O_NONBLOCK.
+    let keep = flags & (libc::O_APPEND | libc::O_DIRECT | libc::O_NOATIME);
+    // SAFETY: F_SETFL on a descriptor we own; no memory involved.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, keep) } < 0 {
+        return Err(io::Error::last_os_error());
     }
-    Ok(std::fs::File::from(fd))
+    Ok((std::fs::File::from(fd), st))
 }
 
 /// Reads the small regular file `name` in `dir` whole: at most `max`

@@ -3,11 +3,11 @@
 //! (read-modify-write of partial blocks, header creation) runs alone;
 //! plus truncation for `setattr`.
 //!
-//! A write that fails (a full disk) is remembered on the open inode: it
-//! is reported to the next `close()` (FLUSH) or `fsync()`, and until the
-//! file is truncated or closed, no later write may start past the end of
-//! the file. With the kernel's write cache, write-back runs after
-//! `write()` returned, so a writer that ignores errors would otherwise
+//! A write that fails (a full disk) is remembered on the open inode: until
+//! the file is truncated or closed, no later write may start past the end
+//! of the file. With the kernel's write cache, write-back runs after
+//! `write()` returned (the kernel reports its failure to `close()` and
+//! `fsync()` itself), so a writer that ignores errors would otherwise
 //! leave holes that read back as zeros where its data never landed, and
 //! could grow a huge sparse file on a full disk.
 
@@ -28,14 +28,12 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// An inode's open cipher file, with what became of its writes.
+/// An inode's open cipher file, with whether a write to it failed.
 pub(crate) struct Open {
     cf: RwLock<CipherFile>,
     /// The errno of a failed write (0: none): no later write may start
     /// past the end of the file until a truncation or the last close.
     failed: AtomicI32,
-    /// The errno of a failed write not yet reported to a FLUSH or FSYNC.
-    unreported: AtomicI32,
 }
 
 impl Open {
@@ -43,24 +41,6 @@ impl Open {
         Open {
             cf: RwLock::new(cf),
             failed: AtomicI32::new(0),
-            unreported: AtomicI32::new(0),
-        }
-    }
-
-    /// Remembers that a write failed with `e`; one from the page cache
-    /// (`cached`) is still to be reported.
-    fn write_failed(&self, e: Errno, cached: bool) {
-        self.failed.store(e.code(), Ordering::Release);
-        if cached {
-            self.unreported.store(e.code(), Ordering::Release);
-        }
-    }
-
-    /// A failed write's errno, once.
-    fn take_unreported(&self) -> R<()> {
-        match self.unreported.swap(0, Ordering::AcqRel) {
-            0 => Ok(()),
-            e => Err(Errno::from_i32(e)),
         }
     }
 }
@@ -95,7 +75,7 @@ impl OverlayFs {
     /// put in its place, and checked to be `ino` (ESTALE otherwise).
     pub(crate) fn open_cipher_file(&self, ino: u64) -> R<std::fs::File> {
         let a = self.at_of(ino)?;
-        let open = |flags| at::open_regular_at(&*a.dir, &a.name, flags, 0);
+        let open = |flags| at::open_regular_stat_at(&*a.dir, &a.name, flags);
         let f = if self.read_only {
             open(libc::O_RDONLY)
         } else {
@@ -104,11 +84,10 @@ impl OverlayFs {
                 _ => Err(e),
             })
         };
-        let f = f.map_err(|e| match e.kind() {
+        let (f, st) = f.map_err(|e| match e.kind() {
             std::io::ErrorKind::InvalidData => Errno::EIO,
             _ => io_errno(&e),
         })?;
-        let st = at::fstat(&f).map_err(|e| io_errno(&e))?;
         self.expect_ino(&st, ino)?;
         Ok(f)
     }
@@ -235,10 +214,8 @@ impl OverlayFs {
         })
     }
 
-    /// Writes `data` at `off` of handle `fh`; `cached` for a write-back
-    /// from the page cache, whose failure no `write()` saw and which
-    /// FLUSH or FSYNC then reports.
-    pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8], cached: bool) -> R<u32> {
+    /// Writes `data` at `off` of handle `fh`.
+    pub(crate) fn do_write(&self, fh: u64, off: u64, data: &[u8]) -> R<u32> {
         let _changing = self.prefetch.changing();
         if self.read_only {
             return Err(Errno::EROFS);
@@ -254,18 +231,10 @@ impl OverlayFs {
         }
         let r = self.with_room(|| cf.write_at(c, data, off).map_err(|e| errno(&e)));
         if let Err(e) = r {
-            f.write_failed(e, cached);
+            f.failed.store(e.code(), Ordering::Release);
             return Err(e);
         }
         Ok(data.len() as u32)
-    }
-
-    /// FLUSH (every `close()` of handle `fh`, after the kernel wrote its
-    /// dirty pages back): reports a write-back that failed since the last
-    /// FLUSH or FSYNC. Writes reach the cipher file before they are
-    /// acknowledged, so nothing else is left to do.
-    pub(crate) fn do_flush(&self, fh: u64) -> R<()> {
-        self.file_of(fh)?.take_unreported()
     }
 
     /// Clears the set-user-ID and set-group-ID bits of handle `fh`'s file
@@ -287,7 +256,6 @@ impl OverlayFs {
 
     pub(crate) fn do_fsync(&self, fh: u64) -> R<()> {
         let f = self.file_of(fh)?;
-        f.take_unreported()?;
         let cf = f.cf.read().map_err(|_| Errno::EIO)?;
         cf.file().sync_all().map_err(|e| io_errno(&e))
     }

@@ -354,8 +354,7 @@ impl Filesystem for OverlayFs {
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        match self.do_write_killing(fh.0, offset, data, kill, cached) {
+        match self.do_write_killing(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -365,14 +364,16 @@ impl Filesystem for OverlayFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.do_flush(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        // Writes reach the cipher file before they are acknowledged, and
+        // the kernel reports a failed write-back to close() itself (it
+        // checks the page cache's errors before it would send FLUSH), so
+        // a close has nothing to do here: ENOSYS tells the kernel to stop
+        // sending FLUSH at all (one round trip less per close).
+        reply.error(Errno::ENOSYS)
     }
 
     fn release(

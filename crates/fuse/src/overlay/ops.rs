@@ -149,20 +149,12 @@ impl OverlayFs {
         }
     }
 
-    /// A write, clearing set-id bits first when the kernel asks; `cached`
-    /// for a write-back from the page cache (`FUSE_WRITE_CACHE`).
-    pub(crate) fn do_write_killing(
-        &self,
-        fh: u64,
-        off: u64,
-        data: &[u8],
-        kill: bool,
-        cached: bool,
-    ) -> R<u32> {
+    /// A write, clearing set-id bits first when the kernel asks.
+    pub(crate) fn do_write_killing(&self, fh: u64, off: u64, data: &[u8], kill: bool) -> R<u32> {
         if kill {
             self.kill_suid(fh);
         }
-        self.do_write(fh, off, data, cached)
+        self.do_write(fh, off, data)
     }
 
     /// The listing a read of directory `ino` at `offset` continues, and

@@ -297,12 +297,13 @@ impl ReverseFs {
     /// only if it is still the inode looked up (ESTALE otherwise).
     fn open_real(&self, n: &RNode, st_ino: u64) -> R<std::fs::File> {
         let fd = self.dir_fd(n.parent)?;
-        let f =
-            at::open_regular_at(&*fd, &n.plain, libc::O_RDONLY, 0).map_err(|e| match e.kind() {
-                io::ErrorKind::InvalidData => Errno::EIO,
-                _ => io_errno(&e),
+        let (f, st) =
+            at::open_regular_stat_at(&*fd, &n.plain, libc::O_RDONLY).map_err(|e| {
+                match e.kind() {
+                    io::ErrorKind::InvalidData => Errno::EIO,
+                    _ => io_errno(&e),
+                }
             })?;
-        let st = at::fstat(&f).map_err(|e| io_errno(&e))?;
         if st.st_ino != st_ino {
             return Err(Errno::ESTALE);
         }

@@ -54,8 +54,6 @@ pub(crate) const FATTR_ATIME_NOW: u32 = 1 << 7;
 pub(crate) const FATTR_MTIME_NOW: u32 = 1 << 8;
 /// fuse_write_in.write_flags: clear set-id bits.
 pub(crate) const WRITE_KILL_SUIDGID: u32 = 1 << 2;
-/// `FUSE_WRITE_CACHE`: a write-back from the page cache, not a `write()`.
-pub(crate) const WRITE_CACHE: u32 = 1 << 0;
 
 /// `sizeof(struct fuse_in_header)`.
 pub(crate) const IN_HEADER_LEN: usize = 40;

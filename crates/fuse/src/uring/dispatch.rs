@@ -91,11 +91,8 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
         WRITE => {
             let size = f.u32(16) as usize;
             let data = payload.get(..size).ok_or(Errno::EINVAL)?;
-            let (kill, cached) = (
-                f.u32(20) & WRITE_KILL_SUIDGID != 0,
-                f.u32(20) & WRITE_CACHE != 0,
-            );
-            let n = fs.do_write_killing(f.u64(0), f.u64(8), data, kill, cached)?;
+            let kill = f.u32(20) & WRITE_KILL_SUIDGID != 0;
+            let n = fs.do_write_killing(f.u64(0), f.u64(8), data, kill)?;
             o.u32(n).u32(0);
         }
         STATFS => {
@@ -129,8 +126,8 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
             }
         }
         REMOVEXATTR => fs.do_removexattr(ino, name(1)?[0])?,
-        // A failed write-back is reported to close() (see data.rs).
-        FLUSH => fs.do_flush(f.u64(0))?,
+        // Nothing to flush (see fs.rs): the kernel stops asking.
+        FLUSH => return Err(Errno::ENOSYS),
         // Not implemented: the kernel stops sending OPENDIR and
         // RELEASEDIR and caches listings itself (see listings.rs).
         OPENDIR => return Err(Errno::ENOSYS),
