@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Block-path benchmark (issue 2, seed 000's measures): fio sequential write/read
+# Block-path benchmark (the TresorSGX report's measures): fio sequential write/read
 # (bs=1M, iodepth=64, libaio, 2 jobs, direct), dd bs=100M count=1 conv=fdatasync
 # into a fresh ext4 and once more over blocks it wrote before, and hdparm -t, on three loop devices over files on one tmpfs:
 #   cryptkeep  - cryptkeep's FUSE volume file, direct-I/O loop (what `cryptkeep open` makes)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overlay-path benchmark (issue 4 "Speed", seed 001's tests, regenerated): on one tmpfs,
+# Overlay-path benchmark (the EncFS/eCryptfs report's tests, regenerated): on one tmpfs,
 #   stream_write  dd if=/dev/zero bs=4k count=25600 conv=fdatasync (100 MB in 4 KiB writes) [MiB/s]
 #   stream_read   drop_caches, then dd bs=4k of that file to /dev/null                      [MiB/s]
 #   extract       tar -xf of a Linux source tree (Debian's linux-source, pre-decompressed)  [s]

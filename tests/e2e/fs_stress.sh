@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cryptkeep fs under stress, every check a content comparison (issue 4 "Tests"):
+# cryptkeep fs under stress, every check a content comparison:
 # fio random writes with crc32c verify (then a verify-only pass after a remount);
 # stress-ng file stressors with --verify; concurrent writers on one file (disjoint
 # 4 KiB-aligned blocks and unaligned 1000-byte pieces that share blocks) against the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The keep's lifecycle (issue 3), on a real loop device and ext4:
+# The keep's lifecycle, on a real loop device and ext4:
 # - open starts a keep (default --keep process) that status reports; close makes it exit;
 # - the keep killed during a write load: every later request fails with EIO, status says
 #   the keep is gone, and after reopening every file whose fsync had returned is intact;

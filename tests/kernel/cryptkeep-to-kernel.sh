@@ -24,7 +24,7 @@ W=$KT_W
 printf 'cryptkeep-to-kernel passphrase' > "$W/key"
 
 # name|type|cipher|key bits|sector size|pbkdf (the last two rows cover the
-# remaining ciphers of issue 2 and an Argon2 keyslot the kernel's cryptsetup opens)
+# remaining ciphers and an Argon2 keyslot the kernel's cryptsetup opens)
 volumes="
 c2-xts64-512k-4k|luks2|aes-xts-plain64|512|4096|pbkdf2
 c2-essiv-512|luks2|aes-cbc-essiv:sha256|256|512|pbkdf2

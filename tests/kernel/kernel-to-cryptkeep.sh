@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernel writes, cryptkeep reads. cryptsetup formats LUKS1/LUKS2 image
-# files on the host (each cipher of issue 2, 512- and 4096-byte sectors,
+# files on the host (each cipher cryptkeep supports, 512- and 4096-byte sectors,
 # pbkdf2 with sha1/sha256/sha512, argon2i, argon2id); one boot of Debian's
 # kernel opens every image with dm-crypt and writes through it: a
 # pseudo-random pattern (most images; two at the 2^32-sector boundary where

@@ -85,7 +85,7 @@ enum Command {
     /// gocryptfs-compatible encrypted directories: init, mount, umount, passwd, info, fsck.
     #[command(subcommand)]
     Fs(fs::FsCmd),
-    /// Seed-report benchmarks: `bench keep` (seed 002's tables for the keep).
+    /// The published reports' benchmarks: `bench keep` (the secGear report's tables for the keep).
     #[command(subcommand)]
     Bench(BenchCmd),
     /// The key process (started by open; not for interactive use).

@@ -40,6 +40,12 @@ pub enum Error {
     Session(io::Error),
     /// FUSE over io_uring was asked for, but the kernel does not offer it.
     IoUringOff,
+    /// FUSE over io_uring was asked for and the kernel offers it, but the
+    /// capability was refused at INIT (the mount was undone).
+    IoUringRefused {
+        /// The mount point.
+        path: PathBuf,
+    },
     /// The volume engine failed.
     Volume(cryptkeep_volume::Error),
 }
@@ -75,6 +81,13 @@ impl fmt::Display for Error {
                  echo Y > {}, or mount without --io-uring",
                 crate::uring::ENABLE_PARAM,
                 crate::uring::ENABLE_PARAM
+            ),
+            Error::IoUringRefused { path } => write!(
+                f,
+                "the FUSE session on {} was refused FUSE over io_uring at INIT (the kernel \
+                 or the FUSE library declined the capability); the mount was undone: mount \
+                 without --io-uring",
+                path.display()
             ),
             Error::Volume(e) => write!(f, "{e}"),
         }

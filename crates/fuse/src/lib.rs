@@ -1,4 +1,7 @@
-//! cryptkeep's FUSE frontends; the only crate that uses `fuser`.
+//! cryptkeep's FUSE transports, and the block file; the only crate that
+//! uses `fuser`. A file system implements [`ops::Ops`] and is served by
+//! [`mount`]: requests read from `/dev/fuse` by a `fuser` session
+//! (`session.rs`), or over per-CPU FUSE-over-io_uring queues ([`uring`]).
 //!
 //! [`block`]: the *block file* frontend. A FUSE file system whose root
 //! directory holds one regular file, the decrypted data segment of a volume
@@ -8,8 +11,11 @@
 
 pub mod block;
 mod error;
+mod mount;
 mod mountinfo;
-pub mod overlay;
+pub mod ops;
+mod read_buf;
+mod session;
 pub mod uring;
 
 pub use block::{
@@ -17,3 +23,4 @@ pub use block::{
     BlockFileTuning,
 };
 pub use error::Error;
+pub use mount::{mount, Mount, MountOptions};

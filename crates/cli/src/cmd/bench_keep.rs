@@ -1,7 +1,7 @@
-//! `cryptkeep bench keep`: seed report 002's tables (secGear: enclave
+//! `cryptkeep bench keep`: the secGear report's tables (enclave
 //! create/destroy, call cost, SHA-256 of 1 GB, AES-256-GCM of 23 bytes,
 //! RSA-2048) for the process keep against the host, plus sector-crypto
-//! throughput through the keep against inline (seed 000's question). Every
+//! throughput through the keep against inline (the TresorSGX report's question). Every
 //! host/keep pair is measured in the same run, and printed with the
 //! report's SGX figures beside ours.
 
@@ -70,7 +70,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `bench keep`.
 pub fn run(a: Args) -> CliResult {
-    println!("# cryptkeep bench keep (seed 002 tables; seed 000's throughput question)\n");
+    println!("# cryptkeep bench keep (the secGear report's tables; the TresorSGX report's throughput question)\n");
     lifecycle(&a)?;
     let keep = spawn_runtime(true)?;
     calls(&keep)?;
@@ -133,7 +133,7 @@ fn calls(k: &ProcessKeep) -> CliResult {
         "| sleeping worker, futex wake (200 calls, median) | {:.0} |",
         median(f)
     );
-    println!("| TresorSGX Netlink round trip (report 000) | ~14000 |\n");
+    println!("| TresorSGX Netlink round trip (the TresorSGX report) | ~14000 |\n");
     Ok(())
 }
 
@@ -346,6 +346,6 @@ fn sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
             100.0 * z / i
         );
     }
-    println!("\nTresorSGX (report 000): 1 % of plain throughput.\n");
+    println!("\nThe TresorSGX report: 1 % of plain throughput.\n");
     Ok(())
 }

@@ -1,33 +1,33 @@
-//! One FUSE request from an io_uring queue, answered with the overlay's
-//! operations (`overlay/ops.rs` and friends): the request's fixed argument
-//! struct is in `op_in`, names and data in the payload; the answer is the
-//! out arguments, concatenated. Opcodes the overlay does not implement get
-//! ENOSYS, as from the `/dev/fuse` front end.
+//! One FUSE request from an io_uring queue, answered with the file
+//! system's [`Ops`]: the request's fixed argument struct is in `op_in`,
+//! names and data in the payload; the answer is the out arguments,
+//! concatenated. Opcodes the file system does not implement get ENOSYS,
+//! as from the `/dev/fuse` front end.
 
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::Arc;
 
 use fuser::{Errno, RenameFlags};
 
 use super::abi::*;
-use crate::overlay::fs::OverlayFs;
-use crate::overlay::ops::{DirPlusSink, SetAttr, XattrAnswer};
+use crate::ops::{DirPlusSink, DirSink, FileType, Ops, SetAttr, XattrAnswer};
 
 type R<T> = Result<T, Errno>;
 
 /// Answers one request: the out arguments, or an errno.
-pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> R<Vec<u8>> {
+pub(crate) fn handle(fs: &Arc<dyn Ops>, h: &InHeader, op_in: &[u8], payload: &[u8]) -> R<Vec<u8>> {
     let f = Fields(op_in);
-    let ttl = fs.ttl.as_secs();
+    let ttl = fs.ttl().as_secs();
     let ino = h.nodeid;
     let name = |n: usize| -> R<Vec<&OsStr>> { cstrs(payload, n).ok_or(Errno::EINVAL) };
     let mut o = Out::default();
     match h.opcode {
         LOOKUP => {
-            o.entry(&fs.do_lookup(ino, name(1)?[0])?, ttl);
+            o.entry(&fs.lookup(ino, name(1)?[0])?, ttl);
         }
         GETATTR => {
-            o.attr_out(&fs.attr_of(ino)?, ttl);
+            o.attr_out(&fs.getattr(ino)?, ttl);
         }
         SETATTR => {
             let valid = f.u32(0);
@@ -49,42 +49,38 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
                 atime: time(FATTR_ATIME, FATTR_ATIME_NOW, 32, 56),
                 mtime: time(FATTR_MTIME, FATTR_MTIME_NOW, 40, 60),
             };
-            o.attr_out(&fs.do_setattr(ino, s)?, ttl);
+            o.attr_out(&fs.setattr(ino, s)?, ttl);
         }
-        READLINK => o.0 = fs.do_readlink(ino)?,
+        READLINK => o.0 = fs.readlink(ino)?,
         SYMLINK => {
             let n = name(2)?;
-            o.entry(
-                &fs.do_symlink(ino, n[0], Path::new(n[1]), h.uid, h.gid)?,
-                ttl,
-            );
+            o.entry(&fs.symlink(ino, n[0], Path::new(n[1]), h.uid, h.gid)?, ttl);
         }
         MKNOD => {
             let (mode, rdev, umask) = (f.u32(0), f.u32(4), f.u32(8));
-            let a = fs.do_mknod(ino, name(1)?[0], mode & !umask, rdev, h.uid, h.gid)?;
+            let a = fs.mknod(ino, name(1)?[0], mode & !umask, rdev, h.uid, h.gid)?;
             o.entry(&a, ttl);
         }
         MKDIR => {
             let (mode, umask) = (f.u32(0), f.u32(4));
             o.entry(
-                &fs.do_mkdir(ino, name(1)?[0], mode & !umask, h.uid, h.gid)?,
+                &fs.mkdir(ino, name(1)?[0], mode & !umask, h.uid, h.gid)?,
                 ttl,
             );
         }
-        UNLINK => fs.do_unlink(ino, name(1)?[0])?,
-        RMDIR => fs.do_rmdir(ino, name(1)?[0])?,
+        UNLINK => fs.unlink(ino, name(1)?[0])?,
+        RMDIR => fs.rmdir(ino, name(1)?[0])?,
         RENAME | RENAME2 => {
             let flags = if h.opcode == RENAME2 { f.u32(8) } else { 0 };
             let n = name(2)?;
             let flags = RenameFlags::from_bits(flags).ok_or(Errno::EINVAL)?;
-            fs.do_rename(ino, n[0], f.u64(0), n[1], flags)?;
+            fs.rename(ino, n[0], f.u64(0), n[1], flags)?;
         }
         LINK => {
-            o.entry(&fs.do_link(f.u64(0), ino, name(1)?[0])?, ttl);
+            o.entry(&fs.link(f.u64(0), ino, name(1)?[0])?, ttl);
         }
         OPEN => {
-            let write = f.u32(0) as i32 & libc::O_ACCMODE != libc::O_RDONLY;
-            let (fh, flags) = fs.do_open(ino, write)?;
+            let (fh, flags) = fs.open(ino, f.u32(0) as i32)?;
             o.open_out(fh, flags);
         }
         // READ is answered in place by the queue (queue.rs).
@@ -92,11 +88,11 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
             let size = f.u32(16) as usize;
             let data = payload.get(..size).ok_or(Errno::EINVAL)?;
             let kill = f.u32(20) & WRITE_KILL_SUIDGID != 0;
-            let n = fs.do_write_killing(f.u64(0), f.u64(8), data, kill)?;
+            let n = fs.write(f.u64(0), f.u64(8), data, kill)?;
             o.u32(n).u32(0);
         }
         STATFS => {
-            let s = fs.do_statfs()?;
+            let s = fs.statfs()?;
             o.u64(s.blocks)
                 .u64(s.bfree)
                 .u64(s.bavail)
@@ -105,18 +101,18 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
             o.u32(s.bsize).u32(s.namelen).u32(s.frsize).u32(0);
             o.0.extend_from_slice(&[0u8; 24]);
         }
-        RELEASE => fs.release_file(f.u64(0)),
-        FSYNC => fs.do_fsync(f.u64(0))?,
+        RELEASE => fs.release(f.u64(0)),
+        FSYNC => fs.fsync(f.u64(0), f.u32(8) & 1 != 0)?,
         SETXATTR => {
             let (size, flags) = (f.u32(0) as usize, f.u32(4) as i32);
             let value = after_cstrs(payload, 1).get(..size).ok_or(Errno::EINVAL)?;
-            fs.do_setxattr(ino, name(1)?[0], value, flags)?;
+            fs.setxattr(ino, name(1)?[0], value, flags)?;
         }
         GETXATTR | LISTXATTR => {
             let v = if h.opcode == GETXATTR {
-                fs.do_getxattr(ino, name(1)?[0])?
+                fs.getxattr(ino, name(1)?[0])?
             } else {
-                fs.do_listxattr(ino)?
+                fs.listxattr(ino)?
             };
             match XattrAnswer::for_size(v, f.u32(0))? {
                 XattrAnswer::Size(n) => {
@@ -125,67 +121,66 @@ pub(crate) fn handle(fs: &OverlayFs, h: &InHeader, op_in: &[u8], payload: &[u8])
                 XattrAnswer::Data(d) => o.0 = d,
             }
         }
-        REMOVEXATTR => fs.do_removexattr(ino, name(1)?[0])?,
-        // Nothing to flush (see fs.rs): the kernel stops asking.
-        FLUSH => return Err(Errno::ENOSYS),
-        // Not implemented: the kernel stops sending OPENDIR and
-        // RELEASEDIR and caches listings itself (see listings.rs).
-        OPENDIR => return Err(Errno::ENOSYS),
-        READDIR => {
-            let (l, pos) = fs.dir_items(ino, f.u64(8))?;
-            let size = f.u32(16) as usize;
-            for (i, it) in l.items.iter().enumerate().skip(pos) {
-                if o.0.len() + dirent_len(it.name.len()) > size {
-                    break;
-                }
-                o.dirent(it.ino, l.offset_after(i), it.kind, &it.name);
-            }
-            fs.dir_read_done(&l, pos);
+        REMOVEXATTR => fs.removexattr(ino, name(1)?[0])?,
+        FLUSH => fs.flush(f.u64(0))?,
+        OPENDIR => {
+            let (fh, flags) = fs.opendir(ino)?;
+            o.open_out(fh, flags);
         }
-        READDIRPLUS => {
-            let (l, pos) = fs.dir_items(ino, f.u64(8))?;
+        READDIR => {
             let size = f.u32(16) as usize;
-            // Room for the whole answer up front (no growing per entry);
-            // none for the empty answer that ends a listing.
-            let room = if pos < l.items.len() {
-                size.min(1 << 20)
-            } else {
-                0
-            };
-            let mut sink = PlusSink {
-                out: Out(Vec::with_capacity(room)),
+            let mut sink = Sink {
+                out: Out::default(),
                 size,
             };
-            let r = fs.fill_readdirplus(&l, pos, &mut sink);
-            fs.dir_read_done(&l, pos);
-            r?;
+            fs.readdir(ino, f.u64(8), &mut sink)?;
             o = sink.out;
         }
-        // Never sent once OPENDIR answered ENOSYS.
-        RELEASEDIR => {}
-        FSYNCDIR | DESTROY => {}
-        ACCESS => fs.do_access(ino, h.uid, h.gid, f.u32(0) as i32)?,
+        READDIRPLUS => {
+            let size = f.u32(16) as usize;
+            // Room for the whole answer is made at its first entry (none
+            // for the empty answer that ends a listing).
+            let mut sink = Sink {
+                out: Out::default(),
+                size,
+            };
+            fs.readdirplus(ino, f.u64(8), &mut sink)?;
+            o = sink.out;
+        }
+        RELEASEDIR | FSYNCDIR | DESTROY => {}
+        ACCESS => fs.access(ino, h.uid, h.gid, f.u32(0) as i32)?,
         CREATE => {
             let (flags, mode, umask) = (f.u32(0) as i32, f.u32(4), f.u32(8));
-            let (a, fh, open) = fs.do_create(ino, name(1)?[0], mode, umask, flags, h.uid, h.gid)?;
+            let (a, fh, open) = fs.create(ino, name(1)?[0], mode, umask, flags, h.uid, h.gid)?;
             o.entry(&a, ttl).open_out(fh, open);
         }
         FALLOCATE => {
             let (fh, off, len, mode) = (f.u64(0), f.u64(8), f.u64(16), f.u32(24) as i32);
-            fs.do_fallocate(ino, fh, off, len, mode)?;
+            fs.fallocate(ino, fh, off, len, mode)?;
         }
         _ => return Err(Errno::ENOSYS),
     }
     Ok(o.0)
 }
 
-/// `fuse_direntplus` records into a buffer of `size` bytes.
-struct PlusSink {
+/// `fuse_dirent` or `fuse_direntplus` records into a buffer of `size`
+/// bytes.
+struct Sink {
     out: Out,
     size: usize,
 }
 
-impl DirPlusSink for PlusSink {
+impl DirSink for Sink {
+    fn add(&mut self, ino: u64, offset: u64, kind: FileType, name: &OsStr) -> bool {
+        if self.out.0.len() + dirent_len(name.len()) > self.size {
+            return true;
+        }
+        self.out.dirent(ino, offset, kind, name);
+        false
+    }
+}
+
+impl DirPlusSink for Sink {
     fn add(
         &mut self,
         ino: u64,
@@ -197,6 +192,9 @@ impl DirPlusSink for PlusSink {
         let len = ENTRY_OUT_LEN + dirent_len(name.len());
         if self.out.0.len() + len > self.size {
             return true;
+        }
+        if self.out.0.capacity() == 0 {
+            self.out.0.reserve(self.size.min(1 << 20));
         }
         self.out
             .entry(attr, ttl.as_secs())

@@ -2,10 +2,10 @@
 //! one request queue per CPU, served by a thread pinned to that CPU, so a
 //! request is answered on the CPU of the process that made it. On a
 //! `/dev/fuse` read the kernel wakes whichever daemon thread waited
-//! longest, usually on another CPU; on this 2-vCPU machine those cross-CPU
-//! wake-ups were most of the cost of a metadata request (measured in
-//! issue 4's note: extracting 10,000 files took 1.4 s with tar and the
-//! daemon on one CPU, 4 s left to the scheduler).
+//! longest, usually on another CPU; on a small virtual machine (2 vCPUs)
+//! those cross-CPU wake-ups were most of the cost of a metadata request
+//! (extracting 10,000 files took 1.4 s with tar and the daemon on one
+//! CPU, 4 s left to the scheduler).
 //!
 //! The kernel offers it when the fuse module's `enable_uring` parameter is
 //! on and the daemon asks for `FUSE_OVER_IO_URING` at INIT. Each queue

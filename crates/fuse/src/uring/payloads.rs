@@ -6,7 +6,7 @@
 //! 1 MiB READ answer in 4 KiB pages is 256 page-table lookups and 256
 //! copy steps, in a 2 MiB page one lookup and fewer, longer copies. On a
 //! streaming read this took the daemon's CPU time per MiB down by about a
-//! tenth (issue 4's note). Where the kernel gives no huge pages the
+//! tenth. Where the kernel gives no huge pages the
 //! buffers are ordinary pages, as before.
 
 use std::io;

@@ -14,7 +14,7 @@ use super::entry::{
 use super::payloads::Payloads;
 use super::reader::{HelperSetup, Reader, OFFLOAD_MIN};
 use super::ring::{Completion, Ring};
-use crate::overlay::fs::OverlayFs;
+use crate::ops::Ops;
 
 /// Ring entries per queue: requests the kernel can hand this CPU's thread
 /// while it works on one.
@@ -41,7 +41,7 @@ const INIT_WAIT: Duration = Duration::from_secs(10);
 /// `dev` (a `/dev/fuse` descriptor of the mounted session). Each thread
 /// registers once the kernel has finished INIT and then serves until the
 /// connection ends.
-pub(crate) fn start_queues(fs: OverlayFs, dev: OwnedFd, payload_len: usize) -> io::Result<()> {
+pub(crate) fn start_queues(fs: Arc<dyn Ops>, dev: OwnedFd, payload_len: usize) -> io::Result<()> {
     let dev = Arc::new(dev);
     let cpus = possible_cpus()?;
     for qid in 0..cpus {
@@ -87,7 +87,12 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-fn serve_queue(fs: &OverlayFs, dev: Arc<OwnedFd>, qid: u16, payload_len: usize) -> io::Result<()> {
+fn serve_queue(
+    fs: &Arc<dyn Ops>,
+    dev: Arc<OwnedFd>,
+    qid: u16,
+    payload_len: usize,
+) -> io::Result<()> {
     let spin = spin_time();
     let fd = dev.as_raw_fd();
     let payloads = Payloads::new(ENTRIES_PER_QUEUE, payload_len)?;
@@ -133,7 +138,7 @@ const HELPER_NOTE: u64 = u64::MAX;
 /// Registers `entries` and answers what arrives in them until the kernel
 /// has given every entry back (on this ring or the helper's).
 fn serve_entries(
-    fs: &OverlayFs,
+    fs: &Arc<dyn Ops>,
     reader: &Reader,
     fd: i32,
     qid: u16,
@@ -231,7 +236,7 @@ fn serve_entries(
 /// tree ran ~20 % faster without polling, where an untar, whose next
 /// request follows at once, ran ~15 % slower.
 fn serve_one(
-    fs: &OverlayFs,
+    fs: &Arc<dyn Ops>,
     reader: &Reader,
     ring: &mut Ring,
     fd: i32,
@@ -251,7 +256,7 @@ fn serve_one(
 
 /// Answers the request in entry `e` in place (a small READ is decrypted
 /// straight into the payload buffer); returns its commit id.
-fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
+fn answer(fs: &Arc<dyn Ops>, e: &mut Entry) -> u64 {
     let hdr = e.header();
     let h = InHeader::parse(&hdr[..IN_HEADER_LEN]);
     let f = super::abi::Fields(&hdr[ENT_IN_OUT..]);
@@ -261,7 +266,7 @@ fn answer(fs: &OverlayFs, e: &mut Entry) -> u64 {
     op_in.copy_from_slice(&hdr[OP_IN..ENT_IN_OUT]);
     let payload_cap = e.payload_len;
     let (error, out_len) = if let Some(r) = e.large_read(0) {
-        match fs.do_read_into(r.fh, r.off, &mut e.payload()[..r.size]) {
+        match fs.read(r.fh, r.off, &mut e.payload()[..r.size]) {
             Ok(n) => (0, n),
             Err(errno) => (-errno.code(), 0),
         }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::entry::{cmd_sqe, write_out_header, Entry, ReadRequest, CMD_COMMIT_AND_FETCH};
 use super::ring::{Completion, Ring, SQE_LEN};
-use crate::overlay::fs::OverlayFs;
+use crate::ops::Ops;
 
 /// READs this large or larger are served by the helper (a kernel
 /// readahead request is 128 KiB or more; small reads are cheaper answered
@@ -70,8 +70,8 @@ pub(crate) struct Reader {
 
 /// What the helper thread needs to serve its queue.
 pub(crate) struct HelperSetup {
-    /// The overlay.
-    pub(crate) fs: OverlayFs,
+    /// The file system.
+    pub(crate) fs: Arc<dyn Ops>,
     /// The `/dev/fuse` descriptor the entries were registered on.
     pub(crate) dev: Arc<OwnedFd>,
     /// The queue (and the CPU to stay off).
@@ -299,7 +299,7 @@ impl Helper<'_> {
         else {
             return Err(io::Error::other(format!("io_uring entry {i}: not a READ")));
         };
-        let (error, n) = match s.fs.do_read_into(fh, off, &mut e.payload()[..size]) {
+        let (error, n) = match s.fs.read(fh, off, &mut e.payload()[..size]) {
             Ok(n) => (0, n),
             Err(errno) => (-errno.code(), 0),
         };

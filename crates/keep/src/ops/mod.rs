@@ -1,4 +1,4 @@
-//! The keep's enclave-style operations (secGear's set, seed report 002):
+//! The keep's enclave-style operations (secGear's set, from the secGear report):
 //! SHA-256, AES-256-GCM, sealing to the keep's key, RSA-2048. Pure
 //! functions over AWS-LC (`aws-lc-sys`), usable on the host side as well,
 //! so host/keep comparisons run the same code; [`dispatch::Ops`] answers

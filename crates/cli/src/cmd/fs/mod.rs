@@ -1,5 +1,5 @@
 //! `cryptkeep fs`: gocryptfs-compatible encrypted overlay directories
-//! (`cryptkeep_overlay` format, `cryptkeep_fuse::overlay` frontend), with
+//! (`cryptkeep_overlay` format, `cryptkeep_overlayfs` file system), with
 //! gocryptfs's verbs and option names: init, mount, umount, passwd, info,
 //! fsck.
 

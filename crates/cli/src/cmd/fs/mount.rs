@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args as ClapArgs;
-use cryptkeep_fuse::overlay::{mount_overlay, mount_reverse, OverlayMount, OverlayOptions};
 use cryptkeep_overlay::{CipherDir, Config, MasterKey};
+use cryptkeep_overlayfs::{mount_overlay, mount_reverse, OverlayMount, OverlayOptions};
 
 use super::common::{
     self, from_fuse, from_overlay, need_dir, PassArgs, CONF_NAME, CONF_REVERSE_NAME,
@@ -74,7 +74,7 @@ pub struct Args {
     /// /sys/class/bdi/*/read_ahead_kb when running as root; 0 keeps the
     /// kernel's 128).
     #[arg(long = "readahead", value_name = "KIB",
-          default_value_t = cryptkeep_fuse::overlay::DEFAULT_READ_AHEAD_KIB,
+          default_value_t = cryptkeep_overlayfs::DEFAULT_READ_AHEAD_KIB,
           value_parser = clap::value_parser!(u32).range(0..=1 << 20))]
     pub read_ahead_kib: u32,
     /// How long the kernel may cache entries and attributes, in seconds.
@@ -82,7 +82,7 @@ pub struct Args {
     /// does (gocryptfs keeps them 1 s); changes made behind its back show
     /// up within this time.
     #[arg(long = "cache-ttl", value_name = "SECS",
-          default_value_t = cryptkeep_fuse::overlay::DEFAULT_CACHE_TTL.as_secs(),
+          default_value_t = cryptkeep_overlayfs::DEFAULT_CACHE_TTL.as_secs(),
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub cache_ttl: u64,
     /// CIPHERDIR is also changed behind the mount's back (another mount,

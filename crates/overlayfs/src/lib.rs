@@ -1,5 +1,9 @@
-//! The overlay frontend: a FUSE file system that shows the plaintext view
-//! of a gocryptfs-format cipher directory (`cryptkeep fs mount`).
+//! `cryptkeep fs`: a file system that shows the plaintext view of a
+//! gocryptfs-format cipher directory, served by the transports of
+//! `cryptkeep_fuse` (`/dev/fuse` or FUSE over io_uring) through its
+//! [`cryptkeep_fuse::ops::Ops`]. It knows nothing of how requests arrive,
+//! and it reaches the cipher directory only through directory
+//! descriptors, one name at a time (`dirfds.rs`, `resolve.rs`).
 //!
 //! Names, contents, symlinks and xattrs are translated with
 //! `cryptkeep_overlay`; inode numbers are the backing files' (hard links
@@ -14,15 +18,15 @@
 //! [`mount_reverse`] shows the read-only reverse view (gocryptfs
 //! `-reverse`) of a plaintext directory.
 
-pub(crate) mod attr;
+mod attr;
 mod data;
 mod dirfds;
-pub(crate) mod entries;
-pub(crate) mod fs;
+mod entries;
+mod fs;
 mod listings;
 mod mount;
 mod nodes;
-pub(crate) mod ops;
+mod ops;
 mod prefetch;
 #[cfg(test)]
 mod read_ahead_tests;
@@ -33,6 +37,7 @@ mod snapshot;
 mod space;
 mod xattr;
 
+pub use cryptkeep_fuse::Error;
 pub use mount::{mount_overlay, mount_reverse, OverlayMount};
 use std::time::Duration;
 
@@ -75,13 +80,13 @@ pub struct OverlayOptions {
 /// nothing else. gocryptfs keeps go-fuse's 1 s, securefs 30 s; 10 s still
 /// shows such changes (a sync client's) within seconds, while a tree walk
 /// that takes longer than 1 s (rsync, rm -r of a source tree) no longer
-/// revalidates every entry with a LOOKUP (issue 4's note: rsync -an of the
+/// revalidates every entry with a LOOKUP (measured: rsync -an of the
 /// 83k-entry tree after du ~2.3 -> ~1.0 s).
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(10);
 
 /// The read-ahead the overlay asks for: 2 MiB, two of the largest READ
 /// requests (1 MiB), so a streaming reader finds the next one decrypted
-/// (issue 4's note: 100 MiB read with dd bs=4k at ~1.4 GB/s with the
+/// (measured: 100 MiB read with dd bs=4k at ~1.4 GB/s with the
 /// kernel's 128 KiB, ~1.65 GB/s with 2 MiB).
 pub const DEFAULT_READ_AHEAD_KIB: u32 = 2048;
 
@@ -102,11 +107,11 @@ impl Default for OverlayOptions {
 
 impl OverlayOptions {
     /// These options with requests served over FUSE-over-io_uring queues;
-    /// [`crate::Error::IoUringOff`] (which says how to turn it on) when the
+    /// [`Error::IoUringOff`] (which says how to turn it on) when the
     /// kernel does not allow it.
-    pub fn over_io_uring(self) -> Result<OverlayOptions, crate::Error> {
-        if !crate::uring::kernel_allows() {
-            return Err(crate::Error::IoUringOff);
+    pub fn over_io_uring(self) -> Result<OverlayOptions, Error> {
+        if !cryptkeep_fuse::uring::kernel_allows() {
+            return Err(Error::IoUringOff);
         }
         Ok(OverlayOptions {
             io_uring: true,

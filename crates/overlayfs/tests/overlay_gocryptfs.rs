@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
 use cryptkeep_overlay::{CipherDir, InitOptions};
+use cryptkeep_overlayfs::{mount_overlay, OverlayOptions};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -369,6 +369,8 @@ fn fio_verify_with(mount_opts: OverlayOptions) {
             "--group_reporting",
         ])
         .arg(format!("--directory={}", m.mountpoint().display()))
+        // fio keeps its verify state in the working directory: not the repo.
+        .current_dir(t.path())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

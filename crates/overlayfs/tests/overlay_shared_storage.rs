@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
+use cryptkeep_overlayfs::{mount_overlay, OverlayOptions};
 use std::fs;
 use std::io::Write;
 use std::path::Path;

@@ -4,9 +4,9 @@
 //! names), and every call on the backing store is relative to the
 //! parent's descriptor and never follows a symlink (`resolve.rs`).
 
+use cryptkeep_fuse::ops::{Errno, FileAttr, RenameFlags};
 use cryptkeep_overlay::diriv::{DIRIV_LEN, DIRIV_NAME};
 use cryptkeep_overlay::{at, NameMode};
-use fuser::{Errno, FileAttr, RenameFlags};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};

@@ -1,13 +1,11 @@
-//! The overlay's operations with their arguments decoded and their answers
-//! as values, shared by both front ends: the `fuser::Filesystem` of
-//! `fs.rs` (requests read from `/dev/fuse`) and the FUSE-over-io_uring
-//! queues of `crate::uring`.
+//! The operations that need more than one of the overlay's parts:
+//! setattr, open, write with set-id clearing, listings (with the
+//! read-ahead), statfs, access and create.
 
+use cryptkeep_fuse::ops::{Errno, FileAttr, SetAttr, Statfs};
 use cryptkeep_overlay::at;
-use fuser::{Errno, FileAttr};
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 use super::attr::{io_errno, permits};
 use super::fs::OverlayFs;
@@ -18,71 +16,6 @@ type R<T> = Result<T, Errno>;
 /// `FOPEN_DIRECT_IO` (include/uapi/linux/fuse.h): this handle bypasses
 /// the page cache.
 const FOPEN_DIRECT_IO: u32 = 1 << 0;
-
-/// A time to set: `None` is "now", else seconds and nanoseconds.
-pub(crate) type SetTime = Option<(i64, i64)>;
-
-/// What `setattr` may change (absent fields stay).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct SetAttr {
-    pub(crate) mode: Option<u32>,
-    pub(crate) uid: Option<u32>,
-    pub(crate) gid: Option<u32>,
-    pub(crate) size: Option<u64>,
-    pub(crate) atime: Option<SetTime>,
-    pub(crate) mtime: Option<SetTime>,
-}
-
-/// `statfs` of the cipher directory's file system.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Statfs {
-    pub(crate) blocks: u64,
-    pub(crate) bfree: u64,
-    pub(crate) bavail: u64,
-    pub(crate) files: u64,
-    pub(crate) ffree: u64,
-    pub(crate) bsize: u32,
-    pub(crate) namelen: u32,
-    pub(crate) frsize: u32,
-}
-
-/// The answer to getxattr/listxattr: the size asked for, or the bytes.
-pub(crate) enum XattrAnswer {
-    Size(u32),
-    Data(Vec<u8>),
-}
-
-impl XattrAnswer {
-    /// The answer for a caller's buffer of `size` bytes (0: size only).
-    pub(crate) fn for_size(v: Vec<u8>, size: u32) -> R<XattrAnswer> {
-        if size == 0 {
-            Ok(XattrAnswer::Size(v.len() as u32))
-        } else if v.len() > size as usize {
-            Err(Errno::ERANGE)
-        } else {
-            Ok(XattrAnswer::Data(v))
-        }
-    }
-}
-
-/// Where `readdirplus` puts its entries (cached by the kernel for `ttl`);
-/// `add` returns true when full.
-pub(crate) trait DirPlusSink {
-    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr, ttl: Duration) -> bool;
-}
-
-impl DirPlusSink for fuser::ReplyDirectoryPlus {
-    fn add(&mut self, ino: u64, offset: u64, name: &OsStr, attr: &FileAttr, ttl: Duration) -> bool {
-        self.add(
-            fuser::INodeNo(ino),
-            offset,
-            name,
-            &ttl,
-            attr,
-            fuser::Generation(0),
-        )
-    }
-}
 
 impl OverlayFs {
     /// Changes size, mode, owner and times; answers the new attributes.

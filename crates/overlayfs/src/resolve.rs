@@ -3,8 +3,8 @@
 //! cipher name, and an inode's own entry (its parent's descriptor and
 //! its cipher name), each checked to still be the inode the kernel knows.
 
+use cryptkeep_fuse::ops::{Errno, FileAttr};
 use cryptkeep_overlay::{at, CipherName, DirIv, NameMode};
-use fuser::{Errno, FileAttr};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::path::Path;

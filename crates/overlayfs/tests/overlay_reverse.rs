@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use cryptkeep_fuse::overlay::{mount_reverse, OverlayOptions};
 use cryptkeep_overlay::CipherDir;
+use cryptkeep_overlayfs::{mount_reverse, OverlayOptions};
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;

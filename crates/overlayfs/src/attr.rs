@@ -1,7 +1,7 @@
 //! Backing `stat` → plaintext attributes, and overlay errors → errno.
 
+use cryptkeep_fuse::ops::{Errno, FileAttr, FileType, INodeNo};
 use cryptkeep_overlay::{CipherDir, Error};
-use fuser::{Errno, FileAttr, FileType, INodeNo};
 use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;

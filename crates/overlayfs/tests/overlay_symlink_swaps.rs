@@ -11,8 +11,8 @@
 mod common;
 
 use common::*;
-use cryptkeep_fuse::overlay::{mount_overlay, mount_reverse, OverlayMount, OverlayOptions};
 use cryptkeep_overlay::CipherDir;
+use cryptkeep_overlayfs::{mount_overlay, mount_reverse, OverlayMount, OverlayOptions};
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};

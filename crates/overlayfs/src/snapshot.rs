@@ -2,8 +2,8 @@
 //! with plaintext names, the attributes READDIRPLUS sends with them, and
 //! the read-ahead of a listed directory's subdirectories (`prefetch.rs`).
 
+use cryptkeep_fuse::ops::{Errno, FileAttr, FileType};
 use cryptkeep_overlay::at;
-use fuser::{Errno, FileAttr, FileType};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 
@@ -35,7 +35,7 @@ impl OverlayFs {
         &self,
         listing: &Listing,
         pos: usize,
-        reply: &mut dyn super::ops::DirPlusSink,
+        reply: &mut dyn cryptkeep_fuse::ops::DirPlusSink,
     ) -> R<()> {
         if pos >= listing.items.len() {
             // The end of the listing: an empty answer.

@@ -11,8 +11,8 @@
 //! leave holes that read back as zeros where its data never landed, and
 //! could grow a huge sparse file on a full disk.
 
+use cryptkeep_fuse::ops::Errno;
 use cryptkeep_overlay::{at, CipherFile};
-use fuser::Errno;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -22,11 +22,6 @@ use super::attr::{errno, io_errno};
 use super::fs::OverlayFs;
 
 type R<T> = Result<T, Errno>;
-
-thread_local! {
-    /// Each dispatcher thread's read buffer (see `do_read_with`).
-    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 
 /// An inode's open cipher file, with whether a write to it failed.
 pub(crate) struct Open {
@@ -167,7 +162,7 @@ impl OverlayFs {
     }
 
     /// The attributes of an open inode, from its descriptor.
-    pub(crate) fn open_attr(&self, ino: u64) -> Option<fuser::FileAttr> {
+    pub(crate) fn open_attr(&self, ino: u64) -> Option<cryptkeep_fuse::ops::FileAttr> {
         let f = self.open_inode(ino)?;
         let cf = f.cf.read().ok()?;
         let m = cf.file().metadata().ok()?;
@@ -190,28 +185,6 @@ impl OverlayFs {
         let cf = f.cf.read().map_err(|_| Errno::EIO)?;
         cf.read_at(self.cd.content(), out, off)
             .map_err(|e| errno(&e))
-    }
-
-    /// Answers a read of `size` bytes of handle `fh` at `off` with `reply`,
-    /// from a per-thread buffer (no allocation, no zeroing per request).
-    pub(crate) fn do_read_with<T>(
-        &self,
-        fh: u64,
-        off: u64,
-        size: u32,
-        reply: impl FnOnce(R<&[u8]>) -> T,
-    ) -> T {
-        READ_BUF.with(|b| {
-            let mut b = b.borrow_mut();
-            if b.len() < size as usize {
-                b.resize(size as usize, 0);
-            }
-            let buf = &mut b[..size as usize];
-            match self.do_read_into(fh, off, buf) {
-                Ok(n) => reply(Ok(&buf[..n])),
-                Err(e) => reply(Err(e)),
-            }
-        })
     }
 
     /// Writes `data` at `off` of handle `fh`.

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
+use cryptkeep_overlayfs::{mount_overlay, OverlayOptions};
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;

@@ -97,7 +97,7 @@ impl Listings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fuser::FileType;
+    use cryptkeep_fuse::ops::FileType;
 
     fn item(name: &str) -> DirItem {
         DirItem {

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use cryptkeep_fuse::overlay::{mount_overlay, OverlayOptions};
+use cryptkeep_overlayfs::{mount_overlay, OverlayOptions};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};

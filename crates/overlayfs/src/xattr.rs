@@ -2,8 +2,8 @@
 //! EME(name), values sealed like a content block without a file ID; POSIX
 //! ACLs pass through unencrypted (as in gocryptfs).
 
+use cryptkeep_fuse::ops::Errno;
 use cryptkeep_overlay::at;
-use fuser::Errno;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 

@@ -16,8 +16,8 @@
 //! flushes its deferred inactivations on ENOSPC).
 
 use super::fs::OverlayFs;
+use cryptkeep_fuse::ops::Errno;
 use cryptkeep_overlay::at;
-use fuser::Errno;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

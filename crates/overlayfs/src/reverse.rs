@@ -9,16 +9,12 @@
 //! read and checked to be the inode that was looked up, so a source file
 //! swapped for a symlink (or anything else) after lookup is never served.
 
+use cryptkeep_fuse::ops::{DirSink, Errno, FileAttr, FileType, INodeNo, Ops, Statfs};
 use cryptkeep_overlay::config::{NameMode, CONF_NAME, CONF_REVERSE_NAME};
 use cryptkeep_overlay::diriv::DIRIV_NAME;
 use cryptkeep_overlay::names::{name_kind, NameKind, LONGNAME_SUFFIX};
 use cryptkeep_overlay::reverse::join_rel;
 use cryptkeep_overlay::{at, CipherDir};
-use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry, ReplyOpen,
-    ReplyStatfs, Request,
-};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -378,86 +374,66 @@ impl ReverseFs {
     }
 }
 
-impl Filesystem for ReverseFs {
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.lookup_(parent.0, name) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+impl Ops for ReverseFs {
+    fn ttl(&self) -> std::time::Duration {
+        TTL
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.node(ino.0).and_then(|n| self.attr_of(ino.0, &n)) {
-            Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(e),
-        }
+    fn lookup(&self, parent: u64, name: &OsStr) -> R<FileAttr> {
+        self.lookup_(parent, name)
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.node(ino.0).and_then(|n| self.link_target(&n)) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(e),
-        }
+    fn getattr(&self, ino: u64) -> R<FileAttr> {
+        self.node(ino).and_then(|n| self.attr_of(ino, &n))
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if flags.acc_mode() != OpenAccMode::O_RDONLY {
-            return reply.error(Errno::EROFS);
-        }
-        reply.opened(FileHandle(0), FopenFlags::empty())
+    fn readlink(&self, ino: u64) -> R<Vec<u8>> {
+        self.node(ino).and_then(|n| self.link_target(&n))
     }
 
-    fn read(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        match self.read_(ino.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(e),
+    /// A reverse file has no state while open: the handle is its inode
+    /// number, and each read opens the source file anew.
+    fn open(&self, ino: u64, flags: i32) -> R<(u64, u32)> {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return Err(Errno::EROFS);
         }
+        Ok((ino, 0))
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
-        match self.readdir_(ino.0) {
-            Ok(items) => {
-                for (i, (ino, k, name)) in items.iter().enumerate().skip(offset as usize) {
-                    if reply.add(INodeNo(*ino), i as u64 + 1, *k, name) {
-                        break;
-                    }
-                }
-                reply.ok()
+    /// Reads the node whose inode number is the handle (see `open`).
+    fn read(&self, fh: u64, off: u64, out: &mut [u8]) -> R<usize> {
+        let d = self.read_(fh, off, out.len() as u32)?;
+        out[..d.len()].copy_from_slice(&d);
+        Ok(d.len())
+    }
+
+    fn release(&self, _fh: u64) {}
+
+    fn opendir(&self, _ino: u64) -> R<(u64, u32)> {
+        Ok((0, 0))
+    }
+
+    fn readdir(&self, ino: u64, offset: u64, sink: &mut dyn DirSink) -> R<()> {
+        let items = self.readdir_(ino)?;
+        for (i, (ino, k, name)) in items.iter().enumerate().skip(offset as usize) {
+            if sink.add(*ino, i as u64 + 1, *k, name) {
+                break;
             }
-            Err(e) => reply.error(e),
         }
+        Ok(())
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match at::statvfs_fd(&**self.dirs.root()) {
-            Ok(s) => reply.statfs(
-                s.f_blocks,
-                s.f_bfree,
-                s.f_bavail,
-                s.f_files,
-                s.f_ffree,
-                s.f_bsize as u32,
-                255,
-                s.f_frsize as u32,
-            ),
-            Err(e) => reply.error(io_errno(&e)),
-        }
+    fn statfs(&self) -> R<Statfs> {
+        let s = at::statvfs_fd(&**self.dirs.root()).map_err(|e| io_errno(&e))?;
+        Ok(Statfs {
+            blocks: s.f_blocks,
+            bfree: s.f_bfree,
+            bavail: s.f_bavail,
+            files: s.f_files,
+            ffree: s.f_ffree,
+            bsize: s.f_bsize as u32,
+            namelen: 255,
+            frsize: s.f_frsize as u32,
+        })
     }
 }

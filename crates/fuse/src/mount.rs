@@ -1,36 +1,62 @@
-//! Mounting the overlay, and [`OverlayMount`], the handle that unmounts it.
+//! Mounting a file system's [`Ops`] over FUSE — requests read from
+//! `/dev/fuse`, or over io_uring queues — and [`Mount`], the handle that
+//! unmounts it.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cryptkeep_overlay::CipherDir;
-use fuser::{Config, MountOption, Session, SessionACL};
+use fuser::{Config, MountOption, SessionACL};
 
-use super::fs::OverlayFs;
-use super::OverlayOptions;
 use crate::mountinfo::{is_fuse_mounted, unmount_path, wait_for};
+use crate::ops::Ops;
+use crate::session::Session;
 use crate::Error;
 
-/// A mounted overlay, served by background threads; dropping it unmounts
-/// (a busy mount stays up and served).
-#[derive(Debug)]
-pub struct OverlayMount {
-    mountpoint: PathBuf,
-    thread: Option<JoinHandle<io::Result<()>>>,
-    /// Stopped when the session ends (its worker holds the file system).
-    prefetch: Option<Arc<super::prefetch::Prefetch>>,
+/// How to mount: what the transport and the kernel need to know.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// Refuse every change.
+    pub read_only: bool,
+    /// Let other users in; the kernel then checks every caller's mode bits
+    /// (`default_permissions`).
+    pub allow_other: bool,
+    /// `/dev/fuse` dispatch threads (one when requests come over io_uring).
+    pub threads: usize,
+    /// The source shown in `mount` output.
+    pub fs_name: String,
+    /// The `fuse.SUBTYPE` shown in `mount` output.
+    pub subtype: String,
+    /// Serve requests over FUSE-over-io_uring queues, one per CPU, each
+    /// answered on the CPU that asked; `/dev/fuse` then carries only
+    /// INIT, FORGET and INTERRUPT.
+    pub io_uring: bool,
+    /// The mount's read-ahead in KiB (its `/sys/class/bdi/*/read_ahead_kb`),
+    /// set once the mount is live when this process may (root); 0 leaves
+    /// the kernel's default.
+    pub read_ahead_kib: u32,
 }
 
-/// Mounts the gocryptfs-format overlay of the opened cipher directory `cd`
-/// at `mountpoint` (an existing directory); returns once the mount is live.
-pub fn mount_overlay(
-    cd: Arc<CipherDir>,
-    mountpoint: &Path,
-    opts: &OverlayOptions,
-) -> Result<OverlayMount, Error> {
+/// Largest request or answer payload: max_write and max_pages (see
+/// `Session::init`) are both 1 MiB.
+pub(crate) const MAX_PAYLOAD: usize = 1 << 20;
+
+/// A mounted file system, served by background threads; dropping it
+/// unmounts (a busy mount stays up and served).
+#[derive(Debug)]
+pub struct Mount {
+    mountpoint: PathBuf,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+/// Mounts `fs` at `mountpoint` (an existing directory) with `opts`;
+/// returns once the mount is live. With `opts.io_uring`, the kernel must
+/// offer FUSE over io_uring ([`Error::IoUringOff`] otherwise, and
+/// [`Error::IoUringRefused`] when it declines at INIT).
+pub fn mount<F: Ops>(fs: F, mountpoint: &Path, opts: &MountOptions) -> Result<Mount, Error> {
     let bad = |reason: String| Error::Mountpoint {
         path: mountpoint.to_path_buf(),
         reason,
@@ -39,80 +65,45 @@ pub fn mount_overlay(
     if !canonical.is_dir() {
         return Err(bad("not a directory".into()));
     }
-    let mut fs = OverlayFs::new(cd, opts.read_only, opts.writeback_cache, opts.cache_ttl)
-        .map_err(Error::Session)?;
-    let prefetch = fs.prefetch.clone();
-    let with_prefetch = |m: Result<OverlayMount, Error>| {
-        m.map(|mut m| {
-            m.prefetch = Some(prefetch.clone());
-            m
-        })
-        .inspect_err(|_| prefetch.stop())
-    };
+    let fs = Arc::new(fs);
     if !opts.io_uring {
-        return with_prefetch(mount_fs(fs, canonical, opts, |_| Ok(())));
+        return mount_session(Session::new(fs, false), canonical, opts, |_| Ok(()));
     }
     if !crate::uring::kernel_allows() {
         return Err(Error::IoUringOff);
     }
-    fs.io_uring = true;
     let queues = fs.clone();
     // Only INIT, FORGET and INTERRUPT come through /dev/fuse now.
-    let opts = OverlayOptions {
+    let opts = MountOptions {
         threads: 1,
         ..opts.clone()
     };
-    with_prefetch(mount_fs(fs, canonical, &opts, move |dev| {
+    mount_session(Session::new(fs, true), canonical, &opts, move |dev| {
         crate::uring::start_queues(queues, dev, MAX_PAYLOAD)
-    }))
+    })
 }
 
-/// Largest request or answer payload: max_write and max_pages (see
-/// `OverlayFs::init`) are both 1 MiB.
-const MAX_PAYLOAD: usize = 1 << 20;
-
-/// Mounts the read-only reverse view (gocryptfs `-reverse`) of the
-/// plaintext directory behind `cd` (opened with
-/// [`CipherDir::open_reverse`]) at `mountpoint`.
-pub fn mount_reverse(
-    cd: Arc<CipherDir>,
-    mountpoint: &Path,
-    opts: &OverlayOptions,
-) -> Result<OverlayMount, Error> {
-    let canonical = mountpoint.canonicalize().map_err(|e| Error::Mountpoint {
-        path: mountpoint.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let opts = OverlayOptions {
-        read_only: true,
-        writeback_cache: false,
-        ..opts.clone()
-    };
-    let fs = super::reverse::ReverseFs::new(cd).map_err(Error::Session)?;
-    mount_fs(fs, canonical, &opts, |_| Ok(()))
-}
-
-/// Mounts `fs`; `with_dev` gets a duplicate of the session's `/dev/fuse`
-/// descriptor before the session starts (for the io_uring queues).
-fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
-    fs: F,
+/// Mounts `session`; `with_dev` gets a duplicate of the session's
+/// `/dev/fuse` descriptor before the session starts (for the io_uring
+/// queues).
+fn mount_session<F: Ops>(
+    session: Session<F>,
     canonical: PathBuf,
-    opts: &OverlayOptions,
+    opts: &MountOptions,
     with_dev: impl FnOnce(std::os::fd::OwnedFd) -> io::Result<()>,
-) -> Result<OverlayMount, Error> {
+) -> Result<Mount, Error> {
     let mut options = vec![
         MountOption::FSName(opts.fs_name.clone()),
-        MountOption::Subtype("cryptkeep-fs".into()),
+        MountOption::Subtype(opts.subtype.clone()),
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
     // Shared with other users, the kernel checks each caller's permission
     // bits. Otherwise only the owner, who is the user this process runs
-    // as, can enter, and the backing file system already checks what it
-    // may do (as with gocryptfs); without `default_permissions` the
-    // kernel need not re-read a directory's attributes after every
-    // change in it before the next path walk (a GETATTR per file
-    // created or removed).
+    // as, can enter, and the backing store already checks what it may do
+    // (as with gocryptfs); without `default_permissions` the kernel need
+    // not re-read a directory's attributes after every change in it
+    // before the next path walk (a GETATTR per file created or removed).
     if opts.allow_other {
         options.push(MountOption::DefaultPermissions);
     }
@@ -130,25 +121,32 @@ fn mount_fs<F: fuser::Filesystem + Send + Sync + 'static>(
     };
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
-    let session = Session::new(fs, &canonical, &config).map_err(|source| Error::Mount {
-        path: canonical.clone(),
-        source,
-    })?;
-    let dev = std::os::fd::AsFd::as_fd(&session)
+    let refused = session.uring_refused.clone();
+    let fuse =
+        fuser::Session::new(session, &canonical, &config).map_err(|source| Error::Mount {
+            path: canonical.clone(),
+            source,
+        })?;
+    let dev = std::os::fd::AsFd::as_fd(&fuse)
         .try_clone_to_owned()
         .map_err(Error::Session)?;
     with_dev(dev).map_err(Error::Session)?;
     let thread = std::thread::Builder::new()
-        .name("ck-overlay-session".into())
-        .spawn(move || session.run())
+        .name("ck-fuse-session".into())
+        .spawn(move || fuse.run())
         .map_err(Error::Session)?;
-    let m = OverlayMount {
+    let m = Mount {
         mountpoint: canonical,
         thread: Some(thread),
-        prefetch: None,
     };
     if !wait_for(&m.mountpoint, true, Duration::from_secs(10)) {
         return Err(Error::NotLive {
+            path: m.mountpoint.clone(),
+        });
+    }
+    if refused.load(Ordering::Acquire) {
+        // Dropping `m` unmounts.
+        return Err(Error::IoUringRefused {
             path: m.mountpoint.clone(),
         });
     }
@@ -183,13 +181,13 @@ fn set_read_ahead(mountpoint: &Path, kib: u32) {
                 Some(libc::EACCES | libc::EPERM | libc::EROFS)
             ) => {}
         Err(e) => eprintln!(
-            "cryptkeep fs: read-ahead of {} stays at the kernel's default ({knob}: {e})",
+            "cryptkeep: read-ahead of {} stays at the kernel's default ({knob}: {e})",
             mountpoint.display()
         ),
     }
 }
 
-impl OverlayMount {
+impl Mount {
     /// The (canonical) mount point.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
@@ -234,11 +232,7 @@ impl OverlayMount {
         let Some(t) = self.thread.take() else {
             return Ok(());
         };
-        let ended = t.join();
-        if let Some(p) = self.prefetch.take() {
-            p.stop();
-        }
-        match ended {
+        match t.join() {
             Ok(r) => r.map_err(Error::Session),
             Err(_) => Err(Error::Session(io::Error::other(
                 "a FUSE dispatch thread panicked",
@@ -247,7 +241,7 @@ impl OverlayMount {
     }
 }
 
-impl Drop for OverlayMount {
+impl Drop for Mount {
     fn drop(&mut self) {
         if self.thread.is_some() && self.try_unmount().is_ok() {
             let _ = self.join();

@@ -16,7 +16,7 @@
 //! read ahead. While the mount is being changed (within [`QUIET`] of the last
 //! change), nothing is prefetched: the work would be thrown away.
 
-use fuser::FileAttr;
+use cryptkeep_fuse::ops::FileAttr;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
