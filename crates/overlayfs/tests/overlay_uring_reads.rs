@@ -102,6 +102,7 @@ fn large_reads_then_other_requests_over_io_uring() {
     let m = mount_overlay(Arc::new(cd), &mnt, &mount_opts).unwrap();
     let root = m.mountpoint().to_path_buf();
     assert!(threads_named("ck-uring-") > 0, "no io_uring queue threads");
+    let served = cryptkeep_fuse::uring::requests_served();
 
     // 24 MiB and an odd tail: many 128 KiB..1 MiB READs, a short last one.
     let big = pattern((24 << 20) + 12_345, 0x9e37_79b9_7f4a_7c15);
@@ -139,6 +140,13 @@ fn large_reads_then_other_requests_over_io_uring() {
     assert_eq!(head, big[..4096]);
     drop(f);
 
+    // The requests came over the rings, not /dev/fuse: every LOOKUP,
+    // CREATE, WRITE and READ of the rounds above.
+    let over_rings = cryptkeep_fuse::uring::requests_served() - served;
+    assert!(
+        over_rings > 500,
+        "only {over_rings} requests came over io_uring"
+    );
     m.unmount().unwrap();
     // Every queue thread and read helper ends once the kernel gives the
     // entries back, on whichever ring holds them.

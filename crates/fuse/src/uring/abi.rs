@@ -1,13 +1,16 @@
-//! The FUSE wire structures the io_uring queues read and write, as
-//! `include/uapi/linux/fuse.h` (protocol 7.42+) lays them out: little
-//! endian, no padding beyond what the header declares. Requests are read
-//! with bounds-checked field getters; answers are built into byte vectors.
+//! The FUSE protocol's constants, the strings in request payloads, and
+//! answers built from the typed wire structures of `wire.rs`.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType};
+use zerocopy::IntoBytes;
+
+use super::wire::{
+    Attr, AttrOutHead, DirentHead, EntryOutHead, InHeader, OpenOut, OutHeader, StatfsOut,
+};
 
 // Opcodes (enum fuse_opcode).
 pub(crate) const LOOKUP: u32 = 1;
@@ -56,55 +59,12 @@ pub(crate) const FATTR_MTIME_NOW: u32 = 1 << 8;
 pub(crate) const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 
 /// `sizeof(struct fuse_in_header)`.
-pub(crate) const IN_HEADER_LEN: usize = 40;
+pub(crate) const IN_HEADER_LEN: usize = std::mem::size_of::<InHeader>();
 /// `sizeof(struct fuse_out_header)`.
-pub(crate) const OUT_HEADER_LEN: usize = 16;
+pub(crate) const OUT_HEADER_LEN: usize = std::mem::size_of::<OutHeader>();
 /// `sizeof(struct fuse_entry_out)`.
-pub(crate) const ENTRY_OUT_LEN: usize = 128;
-
-/// A little-endian field reader over a byte slice; out-of-range reads
-/// give 0 (the kernel always sends whole structs, and a short one must not
-/// crash the daemon).
-pub(crate) struct Fields<'a>(pub(crate) &'a [u8]);
-
-impl Fields<'_> {
-    pub(crate) fn u32(&self, off: usize) -> u32 {
-        self.0
-            .get(off..off + 4)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    pub(crate) fn u64(&self, off: usize) -> u64 {
-        self.0.get(off..off + 8).map_or(0, |b| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            u64::from_le_bytes(a)
-        })
-    }
-}
-
-/// The request header (`struct fuse_in_header`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct InHeader {
-    pub(crate) opcode: u32,
-    pub(crate) unique: u64,
-    pub(crate) nodeid: u64,
-    pub(crate) uid: u32,
-    pub(crate) gid: u32,
-}
-
-impl InHeader {
-    pub(crate) fn parse(b: &[u8]) -> InHeader {
-        let f = Fields(b);
-        InHeader {
-            opcode: f.u32(4),
-            unique: f.u64(8),
-            nodeid: f.u64(16),
-            uid: f.u32(24),
-            gid: f.u32(28),
-        }
-    }
-}
+pub(crate) const ENTRY_OUT_LEN: usize =
+    std::mem::size_of::<EntryOutHead>() + std::mem::size_of::<Attr>();
 
 /// The NUL-terminated strings at the start of a payload (names, targets).
 pub(crate) fn cstrs(payload: &[u8], n: usize) -> Option<Vec<&OsStr>> {
@@ -135,63 +95,104 @@ pub(crate) fn after_cstrs(payload: &[u8], n: usize) -> &[u8] {
 pub(crate) struct Out(pub(crate) Vec<u8>);
 
 impl Out {
-    pub(crate) fn u32(&mut self, v: u32) -> &mut Out {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-
-    pub(crate) fn u64(&mut self, v: u64) -> &mut Out {
-        self.0.extend_from_slice(&v.to_le_bytes());
+    /// Appends a wire struct.
+    pub(crate) fn put<T: IntoBytes + zerocopy::Immutable>(&mut self, v: &T) -> &mut Out {
+        self.0.extend_from_slice(v.as_bytes());
         self
     }
 
     /// `struct fuse_attr` (88 bytes).
     pub(crate) fn attr(&mut self, a: &FileAttr) -> &mut Out {
-        let (at, an) = time(a.atime);
-        let (mt, mn) = time(a.mtime);
-        let (ct, cn) = time(a.ctime);
-        self.u64(a.ino.0).u64(a.size).u64(a.blocks);
-        self.u64(at).u64(mt).u64(ct).u32(an).u32(mn).u32(cn);
-        self.u32(mode(a.kind, a.perm))
-            .u32(a.nlink)
-            .u32(a.uid)
-            .u32(a.gid);
-        self.u32(a.rdev).u32(a.blksize).u32(0)
+        let (atime, atimensec) = time(a.atime);
+        let (mtime, mtimensec) = time(a.mtime);
+        let (ctime, ctimensec) = time(a.ctime);
+        self.put(&Attr {
+            ino: a.ino.0,
+            size: a.size,
+            blocks: a.blocks,
+            atime,
+            mtime,
+            ctime,
+            atimensec,
+            mtimensec,
+            ctimensec,
+            mode: mode(a.kind, a.perm),
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            rdev: a.rdev,
+            blksize: a.blksize,
+            flags: 0,
+        })
     }
 
     /// `struct fuse_entry_out` (128 bytes): node, generation 0, validity.
     pub(crate) fn entry(&mut self, a: &FileAttr, ttl_secs: u64) -> &mut Out {
-        self.u64(a.ino.0)
-            .u64(0)
-            .u64(ttl_secs)
-            .u64(ttl_secs)
-            .u32(0)
-            .u32(0);
+        self.put(&EntryOutHead {
+            nodeid: a.ino.0,
+            generation: 0,
+            entry_valid: ttl_secs,
+            attr_valid: ttl_secs,
+            ..EntryOutHead::default()
+        });
         self.attr(a)
     }
 
     /// `struct fuse_attr_out` (104 bytes).
     pub(crate) fn attr_out(&mut self, a: &FileAttr, ttl_secs: u64) -> &mut Out {
-        self.u64(ttl_secs).u32(0).u32(0);
+        self.put(&AttrOutHead {
+            attr_valid: ttl_secs,
+            ..AttrOutHead::default()
+        });
         self.attr(a)
     }
 
     /// `struct fuse_open_out` (16 bytes).
     pub(crate) fn open_out(&mut self, fh: u64, open_flags: u32) -> &mut Out {
-        self.u64(fh).u32(open_flags).u32(0)
+        self.put(&OpenOut {
+            fh,
+            open_flags,
+            backing_id: 0,
+        })
+    }
+
+    /// `struct fuse_statfs_out` (80 bytes).
+    pub(crate) fn statfs(&mut self, s: &crate::ops::Statfs) -> &mut Out {
+        self.put(&StatfsOut {
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            bsize: s.bsize,
+            namelen: s.namelen,
+            frsize: s.frsize,
+            ..StatfsOut::default()
+        })
     }
 
     /// `struct fuse_dirent` with its name, padded to 8 bytes.
     pub(crate) fn dirent(&mut self, ino: u64, off: u64, kind: FileType, name: &OsStr) -> &mut Out {
         let n = name.as_bytes();
-        self.u64(ino)
-            .u64(off)
-            .u32(n.len() as u32)
-            .u32(mode(kind, 0) >> 12);
+        self.put(&DirentHead {
+            ino,
+            off,
+            namelen: n.len() as u32,
+            kind: mode(kind, 0) >> 12,
+        });
         self.0.extend_from_slice(n);
-        let pad = dirent_len(n.len()) - 24 - n.len();
+        let pad = dirent_len(n.len()) - std::mem::size_of::<DirentHead>() - n.len();
         self.0.extend(std::iter::repeat_n(0u8, pad));
         self
+    }
+}
+
+/// The answer header (`fuse_out_header`) for an answer of `out_len` bytes.
+pub(crate) fn out_header(unique: u64, error: i32, out_len: usize) -> OutHeader {
+    OutHeader {
+        len: (OUT_HEADER_LEN + out_len) as u32,
+        error,
+        unique,
     }
 }
 
@@ -264,28 +265,33 @@ mod tests {
         o.attr(&attr());
         let b = &o.0;
         assert_eq!(b.len(), 88);
-        let f = Fields(b);
-        assert_eq!(f.u64(0), 42);
-        assert_eq!(f.u64(8), 5000);
-        assert_eq!(f.u64(24), 1_700_000_000);
-        assert_eq!(f.u64(32) as i64, -11);
-        assert_eq!(f.u32(52), 750_000_000);
-        assert_eq!(f.u32(48), 5);
-        assert_eq!(f.u32(60), libc::S_IFREG | 0o640);
-        assert_eq!(f.u32(64), 2);
-        assert_eq!(f.u32(80), 4096);
+        let u64_at = |b: &[u8], o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let u32_at = |b: &[u8], o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(u64_at(b, 0), 42);
+        assert_eq!(u64_at(b, 8), 5000);
+        assert_eq!(u64_at(b, 24), 1_700_000_000);
+        assert_eq!(u64_at(b, 32) as i64, -11);
+        assert_eq!(u32_at(b, 52), 750_000_000);
+        assert_eq!(u32_at(b, 48), 5);
+        assert_eq!(u32_at(b, 60), libc::S_IFREG | 0o640);
+        assert_eq!(u32_at(b, 64), 2);
+        assert_eq!(u32_at(b, 80), 4096);
         let mut e = Out::default();
         e.entry(&attr(), 1);
         assert_eq!(e.0.len(), ENTRY_OUT_LEN);
-        assert_eq!(Fields(&e.0).u64(40), 42);
+        assert_eq!(ENTRY_OUT_LEN, 128);
+        assert_eq!(u64_at(&e.0, 40), 42);
         let mut a = Out::default();
         a.attr_out(&attr(), 1);
         assert_eq!(a.0.len(), 104);
         let mut d = Out::default();
         d.dirent(7, 3, FileType::Directory, OsStr::new("abc"));
         assert_eq!(d.0.len(), 32);
-        assert_eq!(Fields(&d.0).u32(20), libc::DT_DIR as u32);
+        assert_eq!(u32_at(&d.0, 20), libc::DT_DIR as u32);
         assert_eq!(&d.0[24..27], b"abc");
+        let mut s = Out::default();
+        s.statfs(&crate::ops::Statfs::default());
+        assert_eq!(s.0.len(), 80);
     }
 
     #[test]

@@ -11,13 +11,19 @@ use std::sync::Arc;
 use fuser::{Errno, RenameFlags};
 
 use super::abi::*;
+use super::wire::{
+    parse, AccessIn, CreateIn, FallocateIn, FlushIn, FsyncIn, GetxattrIn, GetxattrOut, InHeader,
+    LinkIn, MkdirIn, MknodIn, OpenIn, ReadIn, ReleaseIn, Rename2In, RenameIn, SetattrIn,
+    SetxattrIn, WriteIn, WriteOut,
+};
 use crate::ops::{DirPlusSink, DirSink, FileType, Ops, SetAttr, XattrAnswer};
 
 type R<T> = Result<T, Errno>;
 
-/// Answers one request: the out arguments, or an errno.
+/// Answers one request: the out arguments, or an errno. `op_in` is the
+/// request's fixed argument struct, `payload` its names and data; a
+/// request too short for its struct is EINVAL.
 pub(crate) fn handle(fs: &Arc<dyn Ops>, h: &InHeader, op_in: &[u8], payload: &[u8]) -> R<Vec<u8>> {
-    let f = Fields(op_in);
     let ttl = fs.ttl().as_secs();
     let ino = h.nodeid;
     let name = |n: usize| -> R<Vec<&OsStr>> { cstrs(payload, n).ok_or(Errno::EINVAL) };
@@ -30,24 +36,24 @@ pub(crate) fn handle(fs: &Arc<dyn Ops>, h: &InHeader, op_in: &[u8], payload: &[u
             o.attr_out(&fs.getattr(ino)?, ttl);
         }
         SETATTR => {
-            let valid = f.u32(0);
-            let has = |bit: u32| valid & bit != 0;
-            let time = |set: u32, now: u32, secs: usize, nsecs: usize| {
+            let a: SetattrIn = parse(op_in)?;
+            let has = |bit: u32| a.valid & bit != 0;
+            let time = |set: u32, now: u32, secs: u64, nsecs: u32| {
                 if has(now) {
                     Some(None)
                 } else if has(set) {
-                    Some(Some((f.u64(secs) as i64, i64::from(f.u32(nsecs)))))
+                    Some(Some((secs as i64, i64::from(nsecs))))
                 } else {
                     None
                 }
             };
             let s = SetAttr {
-                mode: has(FATTR_MODE).then(|| f.u32(68)),
-                uid: has(FATTR_UID).then(|| f.u32(76)),
-                gid: has(FATTR_GID).then(|| f.u32(80)),
-                size: has(FATTR_SIZE).then(|| f.u64(16)),
-                atime: time(FATTR_ATIME, FATTR_ATIME_NOW, 32, 56),
-                mtime: time(FATTR_MTIME, FATTR_MTIME_NOW, 40, 60),
+                mode: has(FATTR_MODE).then_some(a.mode),
+                uid: has(FATTR_UID).then_some(a.uid),
+                gid: has(FATTR_GID).then_some(a.gid),
+                size: has(FATTR_SIZE).then_some(a.size),
+                atime: time(FATTR_ATIME, FATTR_ATIME_NOW, a.atime, a.atimensec),
+                mtime: time(FATTR_MTIME, FATTR_MTIME_NOW, a.mtime, a.mtimensec),
             };
             o.attr_out(&fs.setattr(ino, s)?, ttl);
         }
@@ -57,106 +63,126 @@ pub(crate) fn handle(fs: &Arc<dyn Ops>, h: &InHeader, op_in: &[u8], payload: &[u
             o.entry(&fs.symlink(ino, n[0], Path::new(n[1]), h.uid, h.gid)?, ttl);
         }
         MKNOD => {
-            let (mode, rdev, umask) = (f.u32(0), f.u32(4), f.u32(8));
-            let a = fs.mknod(ino, name(1)?[0], mode & !umask, rdev, h.uid, h.gid)?;
-            o.entry(&a, ttl);
+            let a: MknodIn = parse(op_in)?;
+            let e = fs.mknod(ino, name(1)?[0], a.mode & !a.umask, a.rdev, h.uid, h.gid)?;
+            o.entry(&e, ttl);
         }
         MKDIR => {
-            let (mode, umask) = (f.u32(0), f.u32(4));
+            let a: MkdirIn = parse(op_in)?;
             o.entry(
-                &fs.mkdir(ino, name(1)?[0], mode & !umask, h.uid, h.gid)?,
+                &fs.mkdir(ino, name(1)?[0], a.mode & !a.umask, h.uid, h.gid)?,
                 ttl,
             );
         }
         UNLINK => fs.unlink(ino, name(1)?[0])?,
         RMDIR => fs.rmdir(ino, name(1)?[0])?,
         RENAME | RENAME2 => {
-            let flags = if h.opcode == RENAME2 { f.u32(8) } else { 0 };
+            let (newdir, flags) = if h.opcode == RENAME2 {
+                let a: Rename2In = parse(op_in)?;
+                (a.newdir, a.flags)
+            } else {
+                (parse::<RenameIn>(op_in)?.newdir, 0)
+            };
             let n = name(2)?;
             let flags = RenameFlags::from_bits(flags).ok_or(Errno::EINVAL)?;
-            fs.rename(ino, n[0], f.u64(0), n[1], flags)?;
+            fs.rename(ino, n[0], newdir, n[1], flags)?;
         }
         LINK => {
-            o.entry(&fs.link(f.u64(0), ino, name(1)?[0])?, ttl);
+            let a: LinkIn = parse(op_in)?;
+            o.entry(&fs.link(a.oldnodeid, ino, name(1)?[0])?, ttl);
         }
         OPEN => {
-            let (fh, flags) = fs.open(ino, f.u32(0) as i32)?;
+            let a: OpenIn = parse(op_in)?;
+            let (fh, flags) = fs.open(ino, a.flags as i32)?;
             o.open_out(fh, flags);
         }
         // READ is answered in place by the queue (queue.rs).
         WRITE => {
-            let size = f.u32(16) as usize;
-            let data = payload.get(..size).ok_or(Errno::EINVAL)?;
-            let kill = f.u32(20) & WRITE_KILL_SUIDGID != 0;
-            let n = fs.write(f.u64(0), f.u64(8), data, kill)?;
-            o.u32(n).u32(0);
+            let a: WriteIn = parse(op_in)?;
+            let data = payload.get(..a.size as usize).ok_or(Errno::EINVAL)?;
+            let kill = a.write_flags & WRITE_KILL_SUIDGID != 0;
+            let n = fs.write(a.fh, a.offset, data, kill)?;
+            o.put(&WriteOut {
+                size: n,
+                padding: 0,
+            });
         }
         STATFS => {
-            let s = fs.statfs()?;
-            o.u64(s.blocks)
-                .u64(s.bfree)
-                .u64(s.bavail)
-                .u64(s.files)
-                .u64(s.ffree);
-            o.u32(s.bsize).u32(s.namelen).u32(s.frsize).u32(0);
-            o.0.extend_from_slice(&[0u8; 24]);
+            o.statfs(&fs.statfs()?);
         }
-        RELEASE => fs.release(f.u64(0)),
-        FSYNC => fs.fsync(f.u64(0), f.u32(8) & 1 != 0)?,
+        RELEASE => fs.release(parse::<ReleaseIn>(op_in)?.fh),
+        FSYNC => {
+            let a: FsyncIn = parse(op_in)?;
+            fs.fsync(a.fh, a.fsync_flags & 1 != 0)?;
+        }
         SETXATTR => {
-            let (size, flags) = (f.u32(0) as usize, f.u32(4) as i32);
-            let value = after_cstrs(payload, 1).get(..size).ok_or(Errno::EINVAL)?;
-            fs.setxattr(ino, name(1)?[0], value, flags)?;
+            let a: SetxattrIn = parse(op_in)?;
+            let value = after_cstrs(payload, 1)
+                .get(..a.size as usize)
+                .ok_or(Errno::EINVAL)?;
+            fs.setxattr(ino, name(1)?[0], value, a.flags as i32)?;
         }
         GETXATTR | LISTXATTR => {
+            let a: GetxattrIn = parse(op_in)?;
             let v = if h.opcode == GETXATTR {
                 fs.getxattr(ino, name(1)?[0])?
             } else {
                 fs.listxattr(ino)?
             };
-            match XattrAnswer::for_size(v, f.u32(0))? {
+            match XattrAnswer::for_size(v, a.size)? {
                 XattrAnswer::Size(n) => {
-                    o.u32(n).u32(0);
+                    o.put(&GetxattrOut {
+                        size: n,
+                        padding: 0,
+                    });
                 }
                 XattrAnswer::Data(d) => o.0 = d,
             }
         }
         REMOVEXATTR => fs.removexattr(ino, name(1)?[0])?,
-        FLUSH => fs.flush(f.u64(0))?,
+        FLUSH => fs.flush(parse::<FlushIn>(op_in)?.fh)?,
         OPENDIR => {
             let (fh, flags) = fs.opendir(ino)?;
             o.open_out(fh, flags);
         }
         READDIR => {
-            let size = f.u32(16) as usize;
+            let a: ReadIn = parse(op_in)?;
             let mut sink = Sink {
                 out: Out::default(),
-                size,
+                size: a.size as usize,
             };
-            fs.readdir(ino, f.u64(8), &mut sink)?;
+            fs.readdir(ino, a.offset, &mut sink)?;
             o = sink.out;
         }
         READDIRPLUS => {
-            let size = f.u32(16) as usize;
+            let a: ReadIn = parse(op_in)?;
             // Room for the whole answer is made at its first entry (none
             // for the empty answer that ends a listing).
             let mut sink = Sink {
                 out: Out::default(),
-                size,
+                size: a.size as usize,
             };
-            fs.readdirplus(ino, f.u64(8), &mut sink)?;
+            fs.readdirplus(ino, a.offset, &mut sink)?;
             o = sink.out;
         }
         RELEASEDIR | FSYNCDIR | DESTROY => {}
-        ACCESS => fs.access(ino, h.uid, h.gid, f.u32(0) as i32)?,
+        ACCESS => fs.access(ino, h.uid, h.gid, parse::<AccessIn>(op_in)?.mask as i32)?,
         CREATE => {
-            let (flags, mode, umask) = (f.u32(0) as i32, f.u32(4), f.u32(8));
-            let (a, fh, open) = fs.create(ino, name(1)?[0], mode, umask, flags, h.uid, h.gid)?;
-            o.entry(&a, ttl).open_out(fh, open);
+            let a: CreateIn = parse(op_in)?;
+            let (attr, fh, open) = fs.create(
+                ino,
+                name(1)?[0],
+                a.mode,
+                a.umask,
+                a.flags as i32,
+                h.uid,
+                h.gid,
+            )?;
+            o.entry(&attr, ttl).open_out(fh, open);
         }
         FALLOCATE => {
-            let (fh, off, len, mode) = (f.u64(0), f.u64(8), f.u64(16), f.u32(24) as i32);
-            fs.fallocate(ino, fh, off, len, mode)?;
+            let a: FallocateIn = parse(op_in)?;
+            fs.fallocate(ino, a.fh, a.offset, a.length, a.mode as i32)?;
         }
         _ => return Err(Errno::ENOSYS),
     }

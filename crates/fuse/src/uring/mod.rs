@@ -29,8 +29,25 @@ mod payloads;
 mod queue;
 mod reader;
 mod ring;
+mod wire;
 
 pub(crate) use queue::start_queues;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Requests answered over io_uring rings in this process.
+static SERVED: AtomicU64 = AtomicU64::new(0);
+
+/// How many requests this process has answered over io_uring rings (not
+/// `/dev/fuse`): what shows that a mount really is served by its queues.
+pub fn requests_served() -> u64 {
+    SERVED.load(Ordering::Relaxed)
+}
+
+/// Counts one request answered over a ring.
+pub(crate) fn served_one() {
+    SERVED.fetch_add(1, Ordering::Relaxed);
+}
 
 /// The fuse module parameter that lets a daemon use io_uring.
 pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";

@@ -6,11 +6,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::abi::{InHeader, IN_HEADER_LEN, READDIR, READDIRPLUS};
+use super::abi::{READDIR, READDIRPLUS};
 use super::dispatch::handle;
-use super::entry::{
-    cmd_sqe, write_out_header, Entry, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_IN_OUT, OP_IN,
-};
+use super::entry::{cmd_sqe, write_out_header, Entry, CMD_COMMIT_AND_FETCH, CMD_REGISTER};
 use super::payloads::Payloads;
 use super::reader::{HelperSetup, Reader, OFFLOAD_MIN};
 use super::ring::{Completion, Ring};
@@ -111,7 +109,8 @@ fn serve_queue(
         Ok(r) => r,
         Err(e) => {
             for e in entries {
-                e.free();
+                // SAFETY: never registered: the kernel never held them.
+                unsafe { e.free() };
             }
             return Err(e);
         }
@@ -123,7 +122,9 @@ fn serve_queue(
     drop(reader);
     if result.is_ok() {
         for e in entries {
-            e.free();
+            // SAFETY: the kernel gave every entry back (serve_entries ends
+            // only then) and the helper, the only other holder, is joined.
+            unsafe { e.free() };
         }
     } else {
         std::mem::forget(payloads);
@@ -147,9 +148,12 @@ fn serve_entries(
 ) -> io::Result<()> {
     let mut ring = Ring::new((ENTRIES_PER_QUEUE * 2).next_power_of_two() as u32)?;
     for (i, e) in entries.iter().enumerate() {
-        ring.push(&cmd_sqe(fd, CMD_REGISTER, i, e, 0, qid))?;
+        // SAFETY: the entry's buffers live until free(), after the kernel
+        // gave it back; nothing touches them while it holds them.
+        unsafe { ring.push(&cmd_sqe(fd, CMD_REGISTER, i, e, 0, qid))? };
     }
-    ring.push(&reader.eventfd_sqe(HELPER_NOTE))?;
+    // SAFETY: the counter buffer is leaked by the Reader (never freed).
+    unsafe { ring.push(&reader.eventfd_sqe(HELPER_NOTE))? };
     let started = Instant::now();
     let mut done = Vec::new();
     let mut handed_back = Vec::new();
@@ -189,7 +193,8 @@ fn serve_entries(
                     }
                 }
                 if res >= 0 || res == -libc::EINTR || res == -libc::EAGAIN {
-                    ring.push(&reader.eventfd_sqe(HELPER_NOTE))?;
+                    // SAFETY: as above, a leaked counter buffer.
+                    unsafe { ring.push(&reader.eventfd_sqe(HELPER_NOTE))? };
                 } else if res != -libc::ECANCELED {
                     return Err(io::Error::other(format!(
                         "io_uring queue {qid}: waiting for the read helper failed: {}",
@@ -205,7 +210,8 @@ fn serve_entries(
             if res == -libc::EAGAIN && started.elapsed() < INIT_WAIT {
                 // The connection is not initialised yet (INIT in flight).
                 std::thread::sleep(Duration::from_millis(1));
-                ring.push(&cmd_sqe(fd, CMD_REGISTER, i, e, 0, qid))?;
+                // SAFETY: the entry came back to us; as at registration.
+                unsafe { ring.push(&cmd_sqe(fd, CMD_REGISTER, i, e, 0, qid))? };
                 continue;
             }
             if res < 0 {
@@ -244,45 +250,55 @@ fn serve_one(
     e: &mut Entry,
     i: usize,
 ) -> io::Result<bool> {
-    if e.large_read(OFFLOAD_MIN).is_some() {
+    // SAFETY: the entry's completion arrived on this ring or the helper
+    // handed it back, so this thread owns it until the commit below.
+    if unsafe { e.large_read(OFFLOAD_MIN) }.is_some() {
         reader.submit(i);
         return Ok(true);
     }
-    let opcode = InHeader::parse(&e.header()[..IN_HEADER_LEN]).opcode;
+    // SAFETY: this thread owns the entry (see above).
+    let opcode = unsafe { e.request() }.head.opcode;
     let commit_id = answer(fs, e);
-    ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))?;
+    // SAFETY: the kernel owns the entry's buffers from here until its next
+    // completion; this thread does not touch them meanwhile.
+    unsafe { ring.push(&cmd_sqe(fd, CMD_COMMIT_AND_FETCH, i, e, commit_id, qid))? };
     Ok(opcode != READDIRPLUS && opcode != READDIR)
 }
 
 /// Answers the request in entry `e` in place (a small READ is decrypted
-/// straight into the payload buffer); returns its commit id.
+/// straight into the payload buffer); returns its commit id. The caller
+/// owns the entry (see [`serve_one`]).
 fn answer(fs: &Arc<dyn Ops>, e: &mut Entry) -> u64 {
-    let hdr = e.header();
-    let h = InHeader::parse(&hdr[..IN_HEADER_LEN]);
-    let f = super::abi::Fields(&hdr[ENT_IN_OUT..]);
-    let commit_id = f.u64(8);
-    let payload_sz = f.u32(16) as usize;
-    let mut op_in = [0u8; ENT_IN_OUT - OP_IN];
-    op_in.copy_from_slice(&hdr[OP_IN..ENT_IN_OUT]);
+    // SAFETY: the caller owns the entry; so for every accessor below.
+    let r = unsafe { e.request() };
     let payload_cap = e.payload_len;
-    let (error, out_len) = if let Some(r) = e.large_read(0) {
-        match fs.read(r.fh, r.off, &mut e.payload()[..r.size]) {
+    // SAFETY: the caller owns the entry.
+    let (error, out_len) = if let Some(rd) = unsafe { e.large_read(0) } {
+        // SAFETY: the caller owns the entry.
+        let payload = unsafe { e.payload() };
+        match fs.read(rd.fh, rd.off, &mut payload[..rd.size]) {
             Ok(n) => (0, n),
             Err(errno) => (-errno.code(), 0),
         }
     } else {
         let result = {
-            let payload = &e.payload()[..payload_sz.min(payload_cap)];
-            handle(fs, &h, &op_in, payload)
+            let len = (r.ent.payload_sz as usize).min(payload_cap);
+            // SAFETY: the caller owns the entry.
+            let payload = &unsafe { e.payload() }[..len];
+            handle(fs, &r.head, &r.op_in, payload)
         };
         let (error, out) = match result {
             Ok(out) if out.len() <= payload_cap => (0, out),
             Ok(_) => (-libc::EIO, Vec::new()),
             Err(errno) => (-errno.code(), Vec::new()),
         };
-        e.payload()[..out.len()].copy_from_slice(&out);
+        // SAFETY: the caller owns the entry.
+        let p = unsafe { e.payload() };
+        p[..out.len()].copy_from_slice(&out);
         (error, out.len())
     };
-    write_out_header(e.header(), h.unique, error, out_len);
-    commit_id
+    // SAFETY: the caller owns the entry.
+    write_out_header(unsafe { e.header() }, r.head.unique, error, out_len);
+    super::served_one();
+    r.ent.commit_id
 }

@@ -26,7 +26,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::entry::{cmd_sqe, write_out_header, Entry, ReadRequest, CMD_COMMIT_AND_FETCH};
-use super::ring::{Completion, Ring, SQE_LEN};
+use super::ring::{Completion, Ring};
+use super::wire::Sqe128;
 use crate::ops::Ops;
 
 /// READs this large or larger are served by the helper (a kernel
@@ -187,7 +188,7 @@ impl Reader {
 
     /// The SQE that reads the queue thread's eventfd (completes when the
     /// helper hands an entry back, fails or sees the last entry go).
-    pub(crate) fn eventfd_sqe(&self, user_data: u64) -> [u8; SQE_LEN] {
+    pub(crate) fn eventfd_sqe(&self, user_data: u64) -> Sqe128 {
         eventfd_read_sqe(self.back_efd.as_raw_fd(), self.back_buf, user_data)
     }
 }
@@ -220,8 +221,11 @@ impl Helper<'_> {
     fn serve(&mut self) -> io::Result<()> {
         let mut done = Vec::new();
         let mut jobs = Vec::new();
-        self.ring
-            .push(&eventfd_read_sqe(self.jobs_efd, self.jobs_buf, JOBS_READY))?;
+        // SAFETY: the counter buffer is leaked: it outlives the ring.
+        unsafe {
+            self.ring
+                .push(&eventfd_read_sqe(self.jobs_efd, self.jobs_buf, JOBS_READY))?
+        };
         while !self.sh.stop.load(Ordering::Acquire) {
             // The next readahead request usually follows within
             // microseconds: poll briefly before sleeping (a sleeping vCPU
@@ -253,11 +257,9 @@ impl Helper<'_> {
             for Completion { user_data, res } in done.drain(..) {
                 if user_data == JOBS_READY {
                     if res != -libc::ECANCELED {
-                        self.ring.push(&eventfd_read_sqe(
-                            self.jobs_efd,
-                            self.jobs_buf,
-                            JOBS_READY,
-                        ))?;
+                        let sqe = eventfd_read_sqe(self.jobs_efd, self.jobs_buf, JOBS_READY);
+                        // SAFETY: as above, a leaked counter buffer.
+                        unsafe { self.ring.push(&sqe)? };
                     }
                     continue;
                 }
@@ -270,7 +272,9 @@ impl Helper<'_> {
                     }
                     continue;
                 }
-                if self.setup.entries[i].large_read(OFFLOAD_MIN).is_some() {
+                // SAFETY: its completion arrived on this ring: the helper
+                // owns the entry until it commits or hands it back.
+                if unsafe { self.setup.entries[i].large_read(OFFLOAD_MIN) }.is_some() {
                     self.answer_read(i)?;
                 } else {
                     self.owned -= 1;
@@ -285,25 +289,31 @@ impl Helper<'_> {
     }
 
     /// Decrypts the READ in entry `i` into its payload and queues its
-    /// commit on this ring.
+    /// commit on this ring. The helper owns the entry: the queue handed it
+    /// over, or its completion arrived on this ring.
     fn answer_read(&mut self, i: usize) -> io::Result<()> {
         let s = &mut self.setup;
         let e = &mut s.entries[i];
+        // SAFETY: the helper owns the entry; so for every accessor below.
         let Some(ReadRequest {
             unique,
             commit_id,
             fh,
             off,
             size,
-        }) = e.large_read(0)
+        }) = (unsafe { e.large_read(0) })
         else {
             return Err(io::Error::other(format!("io_uring entry {i}: not a READ")));
         };
-        let (error, n) = match s.fs.read(fh, off, &mut e.payload()[..size]) {
+        // SAFETY: the helper owns the entry.
+        let payload = unsafe { e.payload() };
+        let (error, n) = match s.fs.read(fh, off, &mut payload[..size]) {
             Ok(n) => (0, n),
             Err(errno) => (-errno.code(), 0),
         };
-        write_out_header(e.header(), unique, error, n);
+        // SAFETY: the helper owns the entry.
+        write_out_header(unsafe { e.header() }, unique, error, n);
+        super::served_one();
         let sqe = cmd_sqe(
             s.dev.as_raw_fd(),
             CMD_COMMIT_AND_FETCH,
@@ -312,7 +322,9 @@ impl Helper<'_> {
             commit_id,
             s.qid,
         );
-        self.ring.push(&sqe)
+        // SAFETY: the kernel owns the entry's buffers until its next
+        // completion; neither thread touches them meanwhile.
+        unsafe { self.ring.push(&sqe) }
     }
 }
 
@@ -335,16 +347,17 @@ fn notify(efd: i32) {
 }
 
 /// The SQE that reads eventfd `efd`'s counter into `buf`.
-fn eventfd_read_sqe(efd: i32, buf: *mut u64, user_data: u64) -> [u8; SQE_LEN] {
-    let mut s = [0u8; SQE_LEN];
-    s[0] = OP_READ;
-    s[4..8].copy_from_slice(&efd.to_le_bytes());
-    // Offset -1: the file's own position (an eventfd has none).
-    s[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-    s[16..24].copy_from_slice(&(buf as u64).to_le_bytes());
-    s[24..28].copy_from_slice(&8u32.to_le_bytes());
-    s[32..40].copy_from_slice(&user_data.to_le_bytes());
-    s
+fn eventfd_read_sqe(efd: i32, buf: *mut u64, user_data: u64) -> Sqe128 {
+    Sqe128 {
+        opcode: OP_READ,
+        fd: efd,
+        // Offset -1: the file's own position (an eventfd has none).
+        off: u64::MAX,
+        addr: buf as u64,
+        len: 8,
+        user_data,
+        ..Sqe128::default()
+    }
 }
 
 /// Restricts this thread to every allowed CPU except `cpu` (when there is

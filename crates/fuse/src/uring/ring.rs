@@ -8,6 +8,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::wire::Sqe128;
+
 /// SQEs are 128 bytes (`IORING_SETUP_SQE128`).
 const IORING_SETUP_SQE128: u32 = 1 << 10;
 /// Completion work runs when this thread enters the kernel, not by
@@ -182,9 +184,15 @@ impl Ring {
         })
     }
 
-    /// Queues one SQE (its 128 bytes, built by the caller); submitted by
-    /// the next [`Ring::submit_and_wait`]. Fails when the queue is full.
-    pub(crate) fn push(&mut self, sqe: &[u8; SQE_LEN]) -> io::Result<()> {
+    /// Queues one SQE; submitted by the next [`Ring::submit_and_wait`] or
+    /// [`Ring::submit_and_poll`]. Fails when the queue is full.
+    ///
+    /// # Safety
+    /// The kernel reads and writes whatever the SQE points at (its
+    /// `addr`: an iovec array and the buffers it names, or a read buffer)
+    /// until the command completes: those must stay allocated, and untouched
+    /// by this process, until its completion is drained.
+    pub(crate) unsafe fn push(&mut self, sqe: &Sqe128) -> io::Result<()> {
         // SAFETY: head and tail are the kernel's shared u32 words.
         let (head, tail) = unsafe {
             (
@@ -200,7 +208,7 @@ impl Ring {
         // their mappings; the kernel reads them only after the tail moves.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                sqe.as_ptr(),
+                zerocopy::IntoBytes::as_bytes(sqe).as_ptr(),
                 self.sqes.ptr.as_ptr().add(idx as usize * SQE_LEN),
                 SQE_LEN,
             );
