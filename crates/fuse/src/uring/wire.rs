@@ -346,6 +346,10 @@ wire!(
 wire!(
     /// `struct io_uring_sqe` as 128 bytes (`IORING_SETUP_SQE128`) for
     /// `IORING_OP_URING_CMD`: the 80-byte command area starts at byte 48.
+    /// Not the `io-uring` crate's `UringCmd80`/`Entry128`: FUSE's REGISTER
+    /// and COMMIT_AND_FETCH pass the entry's iovecs in `addr` and `len`,
+    /// which that builder has no setter for, and the ring here is our own
+    /// (`ring.rs`), so the crate would add a dependency to build one struct.
     Sqe128(128) {
         opcode: u8,
         flags: u8,
