@@ -4,9 +4,10 @@
 use crate::at;
 use crate::config::{Config, InitOptions, NameMode, CONF_NAME};
 use crate::content::ContentCipher;
+use crate::derive::{content_key, name_key};
 use crate::diriv::{read_dir_iv, read_dir_iv_at, write_dir_iv, write_dir_iv_at, DIRIV_NAME};
 use crate::error::{Error, Result};
-use crate::keys::{content_key, name_key, MasterKey};
+use crate::keys::MasterKey;
 use crate::names::{
     name_kind, CipherName, DirIv, NameCipher, NameKind, LONGNAME_FILE_MAX, LONGNAME_SUFFIX,
 };

@@ -30,25 +30,6 @@ pub const LONG_NAME_MAX_MIN: u8 = 62;
 /// bound of its own; anything past this is refused unread.
 pub const CONF_MAX_LEN: u64 = 1 << 20;
 
-/// Base64 (standard alphabet, padded) for `[]byte` fields, as Go's
-/// `encoding/json` writes them.
-pub(crate) mod b64_bytes {
-    use base64::engine::general_purpose::STANDARD;
-    use base64::Engine;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&STANDARD.encode(v))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s = Option::<String>::deserialize(d)?.unwrap_or_default();
-        STANDARD
-            .decode(s.as_bytes())
-            .map_err(serde::de::Error::custom)
-    }
-}
-
 fn is_zero(v: &u8) -> bool {
     *v == 0
 }
@@ -58,7 +39,7 @@ fn is_zero(v: &u8) -> bool {
 struct ConfJson {
     #[serde(rename = "Creator", default)]
     creator: String,
-    #[serde(rename = "EncryptedKey", with = "b64_bytes")]
+    #[serde(rename = "EncryptedKey", with = "crate::b64_bytes")]
     encrypted_key: Vec<u8>,
     #[serde(rename = "ScryptObject")]
     scrypt: ScryptParams,

@@ -13,7 +13,7 @@
 use crate::config::ContentAlg;
 use crate::error::{Error, Result};
 use crate::header::{FileHeader, FileId, HEADER_LEN};
-use crate::held::KeyHolder;
+use crate::holder::KeyHolder;
 use cryptkeep_crypto::aead::{new_aead, Aead, AeadAlg, TAG_LEN};
 use cryptkeep_crypto::Backend;
 use std::sync::Arc;

@@ -50,7 +50,7 @@ pub fn hkdf_derive(ikm: &[u8], info: &str, out_len: usize) -> Result<SecretBytes
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScryptParams {
     /// The salt (base64 in JSON, like Go's `[]byte`).
-    #[serde(rename = "Salt", with = "crate::config::b64_bytes")]
+    #[serde(rename = "Salt", with = "crate::b64_bytes")]
     pub salt: Vec<u8>,
     /// CPU/memory cost N (a power of two).
     #[serde(rename = "N")]

@@ -11,9 +11,11 @@
 //! gocryptfs is the oracle in this crate's tests.
 
 pub mod at;
+mod b64_bytes;
 pub mod cipherdir;
 pub mod config;
 pub mod content;
+mod derive;
 pub mod diriv;
 pub mod error;
 pub mod file;
@@ -21,6 +23,7 @@ pub mod flags;
 pub mod fsck;
 pub mod header;
 pub mod held;
+pub mod holder;
 pub mod kdf;
 pub mod keys;
 pub mod names;

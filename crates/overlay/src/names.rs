@@ -380,7 +380,7 @@ mod tests {
             b"x",
         )
         .unwrap();
-        NameCipher::new(&cfg, crate::keys::name_key(&mk, &cfg).unwrap().as_slice()).unwrap()
+        NameCipher::new(&cfg, crate::derive::name_key(&mk, &cfg).unwrap().as_slice()).unwrap()
     }
 
     /// Changing these changes the on-disk format.

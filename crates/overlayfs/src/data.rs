@@ -13,46 +13,15 @@
 
 use cryptkeep_fuse::ops::Errno;
 use cryptkeep_overlay::{at, CipherFile};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::attr::{errno, io_errno};
 use super::fs::OverlayFs;
+use super::open_files::{Open, OpenInode};
 
 type R<T> = Result<T, Errno>;
-
-/// An inode's open cipher file, with whether a write to it failed.
-pub(crate) struct Open {
-    cf: RwLock<CipherFile>,
-    /// The errno of a failed write (0: none): no later write may start
-    /// past the end of the file until a truncation or the last close.
-    failed: AtomicI32,
-}
-
-impl Open {
-    fn new(cf: CipherFile) -> Open {
-        Open {
-            cf: RwLock::new(cf),
-            failed: AtomicI32::new(0),
-        }
-    }
-}
-
-/// An inode's open cipher file and how many handles use it.
-struct OpenInode {
-    file: Arc<Open>,
-    handles: u64,
-}
-
-/// File handles → inodes, inodes → their shared cipher file.
-#[derive(Default)]
-pub(crate) struct OpenFiles {
-    next: AtomicU64,
-    handles: Mutex<HashMap<u64, u64>>,
-    inodes: Mutex<HashMap<u64, OpenInode>>,
-}
 
 impl OverlayFs {
     /// Opens inode `ino` (its cipher file read-write when possible) and

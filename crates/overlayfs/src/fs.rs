@@ -14,10 +14,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::data::OpenFiles;
 use super::dirfds::DirFds;
 use super::listings::Listings;
 use super::nodes::Nodes;
+use super::open_files::OpenFiles;
 use super::prefetch::Prefetch;
 use super::reaper::Reaper;
 

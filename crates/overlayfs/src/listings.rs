@@ -16,8 +16,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::items::DirItem;
 use super::prefetch::Prestat;
-use super::snapshot::DirItem;
 
 /// Snapshots kept for readers that have not reached the end.
 const KEPT: usize = 256;

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::snapshot::DirItem;
+use super::items::DirItem;
 
 /// How long after the last change through the mount read-ahead resumes.
 const QUIET: Duration = Duration::from_millis(50);

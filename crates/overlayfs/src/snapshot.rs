@@ -9,21 +9,12 @@ use std::os::fd::OwnedFd;
 
 use super::attr::{dot_attr, ino_of, io_errno, kind_of_dtype, kind_of_mode};
 use super::fs::OverlayFs;
+use super::items::DirItem;
 use super::listings::Listing;
 use super::nodes::ROOT_INO;
 use super::prefetch::{Prefetch, Ready};
 
 type R<T> = Result<T, Errno>;
-
-/// One entry of a directory snapshot.
-pub(crate) struct DirItem {
-    pub(crate) ino: u64,
-    pub(crate) kind: FileType,
-    /// The plaintext name.
-    pub(crate) name: OsString,
-    /// The name on disk (empty for "." and "..").
-    pub(crate) cipher: OsString,
-}
 
 impl OverlayFs {
     /// Fills a READDIRPLUS reply from `listing`, starting at entry `pos`:

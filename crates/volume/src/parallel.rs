@@ -13,10 +13,10 @@
 //! concurrent callers, so the pool is the default).
 
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use crate::job::{ChunkFn, Chunks, Job};
-use crate::pool::Pool;
+use crate::pool::{helpers, Pool};
 use crate::Error;
 
 /// How the engine spreads the sector crypto of one large request.
@@ -50,17 +50,6 @@ impl Default for ParallelConfig {
             chunk: 64 * 1024,
         }
     }
-}
-
-/// Number of helper threads worth using: the cores beyond the caller's.
-pub(crate) fn helpers() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .saturating_sub(1)
-    })
 }
 
 /// Applies `f(chunk_index, chunk)` to `buf` cut into `chunk`-byte pieces,

@@ -7,7 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::job::Job;
-use crate::parallel::helpers;
+
+/// Number of helper threads worth using: the cores beyond the caller's.
+pub(crate) fn helpers() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .saturating_sub(1)
+    })
+}
 
 /// A job pointer in the pool's queue, lifetime erased.
 #[derive(Clone, Copy, PartialEq, Eq)]
