@@ -1,7 +1,7 @@
 //! `cryptkeep`: LUKS1/LUKS2 volumes opened without device-mapper — the
 //! decrypted data served as a FUSE file, attached to a loop device.
 //! Verbs and option names follow cryptsetup(8); exit codes are the table in
-//! [`exit`] and README.md.
+//! [`exit`] and docs/guide/cli.md.
 
 mod cmd;
 mod daemon;

@@ -22,9 +22,7 @@ pub fn run(a: Args) -> CliResult {
     let shown = a.dir.display().to_string();
     std::fs::create_dir_all(&a.dir)
         .map_err(|e| CliError::io("cannot create the directory", &shown, &e))?;
-    for p in write_pages(&a.dir)
-        .map_err(|e| CliError::io("cannot write a man page", &shown, &e))?
-    {
+    for p in write_pages(&a.dir).map_err(|e| CliError::io("cannot write a man page", &shown, &e))? {
         println!("{}", p.display());
     }
     Ok(())
@@ -68,7 +66,9 @@ mod tests {
     use std::process::Command;
 
     fn repo_file(rel: &str) -> String {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(rel);
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
 
@@ -154,10 +154,18 @@ mod tests {
             }
             names.push(name);
         }
-        for verb in ["cryptkeep", "cryptkeep-open", "cryptkeep-fs-mount", "cryptkeep-keyslot-add"] {
+        for verb in [
+            "cryptkeep",
+            "cryptkeep-open",
+            "cryptkeep-fs-mount",
+            "cryptkeep-keyslot-add",
+        ] {
             assert!(names.iter().any(|n| n == verb), "no page {verb}: {names:?}");
         }
-        assert!(!names.iter().any(|n| n.contains("__")), "hidden verbs have pages: {names:?}");
+        assert!(
+            !names.iter().any(|n| n.contains("__")),
+            "hidden verbs have pages: {names:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
