@@ -2,7 +2,7 @@
 //!
 //! The table follows cryptsetup's (`man cryptsetup`, "RETURN CODES") for
 //! 0–5 and adds cryptkeep's own for what cryptsetup leaves to the kernel.
-//! The same table is in README.md; change both together.
+//! The same table is in docs/guide/cli.md; change both together.
 //!
 //! | code | meaning |
 //! |-----:|---------|
@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-/// An exit code from the documented table (see the module docs and README.md).
+/// An exit code from the documented table (see the module docs and docs/guide/cli.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Code {
@@ -291,17 +291,17 @@ mod tests {
     }
 
     #[test]
-    fn readme_documents_every_code() {
-        let readme = include_str!("../../../README.md");
+    fn the_guide_documents_every_code() {
+        let page = include_str!("../../../docs/guide/cli.md");
         for code in 0..=8 {
             assert!(
-                readme.contains(&format!("| {code} |")),
-                "README.md lacks exit code {code} in its table"
+                page.contains(&format!("| {code} |")),
+                "docs/guide/cli.md lacks exit code {code} in its table"
             );
         }
         assert!(
-            readme.contains("| 129, 130, 143 |"),
-            "README.md lacks the signal exit codes in its table"
+            page.contains("| 129, 130, 143 |"),
+            "docs/guide/cli.md lacks the signal exit codes in its table"
         );
         for n in (1..=8).chain([129, 130, 143]) {
             assert_eq!(Code::from_i32(n).as_i32(), n);

@@ -1,7 +1,7 @@
 //! `cryptkeep`: LUKS1/LUKS2 volumes opened without device-mapper — the
 //! decrypted data served as a FUSE file, attached to a loop device.
 //! Verbs and option names follow cryptsetup(8); exit codes are the table in
-//! [`exit`] and README.md.
+//! [`exit`] and docs/guide/cli.md.
 
 mod cmd;
 mod daemon;
@@ -91,6 +91,9 @@ enum Command {
     /// The key process (started by open; not for interactive use).
     #[command(name = "__keep", subcommand, hide = true)]
     Keep(keep_serve::KeepCmd),
+    /// Write one man page per verb into DIR (used by scripts/install.sh).
+    #[command(name = "__man", hide = true)]
+    Man(man::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -147,6 +150,7 @@ fn run(cli: Cli) -> exit::CliResult {
         Command::IsLuks(a) => isluks::run(a),
         Command::Fs(c) => fs::run(c),
         Command::Keep(c) => keep_serve::run(c),
+        Command::Man(a) => man::run(a),
         Command::Bench(BenchCmd::Keep(a)) => bench_keep::run(a),
     }
 }

@@ -224,7 +224,7 @@ pub enum Hello {
 /// Why a keep did not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// The exit code the CLI should use (README's table).
+    /// The exit code the CLI should use (the table in docs/guide/cli.md).
     pub code: i32,
     /// What went wrong.
     pub what: String,

@@ -18,6 +18,7 @@ pub mod keyslot_change;
 pub mod keyslot_kill;
 pub mod keyslot_list;
 pub mod keyslot_remove;
+pub mod man;
 pub mod open;
 pub mod serve;
 pub mod status;

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds cryptkeep and installs it: the binary to $PREFIX/bin and one man
+# page per verb (cryptkeep.1, cryptkeep-open.1, cryptkeep-fs-mount.1, ...)
+# to $PREFIX/share/man/man1. PREFIX defaults to /usr/local; DESTDIR is
+# prepended to both, for packaging. Installs the system packages it needs
+# first (scripts/install-deps.sh) unless --no-deps is given.
+# usage: scripts/install.sh [--no-deps]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=${PREFIX:-/usr/local}
+dest=${DESTDIR:-}
+if [ "${1:-}" != --no-deps ]; then
+  scripts/install-deps.sh
+fi
+cargo build --release -p cryptkeep-cli
+bin=$dest$prefix/bin
+man1=$dest$prefix/share/man/man1
+install -d "$bin" "$man1"
+install -m 0755 target/release/cryptkeep "$bin/cryptkeep"
+pages=$(mktemp -d)
+trap 'rm -rf "$pages"' EXIT
+target/release/cryptkeep __man "$pages" >/dev/null
+install -m 0644 "$pages"/*.1 "$man1/"
+echo "installed $bin/cryptkeep and $(ls "$pages" | wc -l) man pages in $man1"
+if [ -z "$dest" ] && command -v mandb >/dev/null; then
+  mandb -q 2>/dev/null || true
+fi
