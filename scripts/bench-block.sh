@@ -12,6 +12,8 @@
 #   to compare the keep process against in-process crypto in the same run
 #   --nodiscard: mkfs.ext4 -E nodiscard for the dd test (mkfs's discard leaves the
 #   backing files in different states: punched holes on bindfs, EOPNOTSUPP on cryptkeep)
+# CK_BASE=PATH adds a target cryptkeep-base: the same volume served by another
+# cryptkeep binary (an older build), to compare two builds in one run.
 set -euo pipefail
 reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0
 targets=(cryptkeep bindfs gocryptfs)
@@ -25,6 +27,11 @@ while [ $# -gt 0 ]; do
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
+base=${CK_BASE:-}
+if [ -n "$base" ]; then
+  [ -x "$base" ] || { echo "bench-block: CK_BASE=$base is not an executable" >&2; exit 1; }
+  targets+=(cryptkeep-base)
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 ck=$root/target/release/cryptkeep
 [ -x "$ck" ] || { echo "bench-block: build first: cargo build --release" >&2; exit 1; }
@@ -41,13 +48,14 @@ cleanup() {
   for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
   "$ck" close bench >/dev/null 2>&1
   "$ck" close bench-inline >/dev/null 2>&1
+  [ -n "$base" ] && "$base" close bench-base >/dev/null 2>&1
   for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null; done
   mountpoint -q $w/tmpfs && umount -l $w/tmpfs
   rm -rf "$w"
 }
 trap cleanup EXIT
 mkdir -p $w/tmpfs $w/run
-mount -t tmpfs -o size=$((size_mib * 4 + 512))M tmpfs $w/tmpfs
+mount -t tmpfs -o size=$((size_mib * 5 + 512))M tmpfs $w/tmpfs
 t=$w/tmpfs
 
 # cryptkeep
@@ -59,6 +67,11 @@ if [[ " ${targets[*]} " == *" inline "* ]]; then
   "$ck" format $t/ck2.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
     --key-file $w/pass --batch-mode >/dev/null
   inl_dev=$("$ck" open $t/ck2.img bench-inline --key-file $w/pass --keep inline)
+fi
+if [ -n "$base" ]; then
+  "$base" format $t/ck3.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+    --key-file $w/pass --batch-mode >/dev/null
+  base_dev=$("$base" open $t/ck3.img bench-base --key-file $w/pass "${keep_args[@]}")
 fi
 # bindfs passthrough of a plain file
 mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
@@ -98,7 +111,7 @@ hdparm_run() { hdparm -t $1 | awk '/Timing/ {print $(NF-1)}'; }
 declare -A res
 for r in $(seq 1 $reps); do
   for target in "${targets[@]}"; do
-    case $target in cryptkeep) d=$ck_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; esac
+    case $target in cryptkeep) d=$ck_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
     res[$target,write]+="$(fio_run $d write) "
     sync; echo 3 > /proc/sys/vm/drop_caches
     res[$target,read]+="$(fio_run $d read) "
