@@ -143,7 +143,7 @@ pub fn detach_stdio(log: &Path) {
             libc::dup2(null.as_raw_fd(), 1);
         }
     }
-    if let Ok(f) = OpenOptions::new().create(true).append(true).open(log) {
+    if let Ok(f) = crate::rundir::append(log) {
         // SAFETY: as above.
         unsafe { libc::dup2(f.as_raw_fd(), 2) };
     }
@@ -182,9 +182,12 @@ pub fn wait_ready(mut rx: File, log: &Path, signals: &Signals, place: &str) -> C
         let code = Code::from_i32(parts[1].parse().unwrap_or(8));
         return Err(CliError::new(code, parts[2], parts[3], parts[4]));
     }
-    let tail = std::fs::read_to_string(log)
+    let tail = crate::rundir::read_tail(log, 64 << 10)
         .ok()
-        .map(|s| s.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
+        .map(|b| {
+            let s = String::from_utf8_lossy(&b);
+            s.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
+        })
         .unwrap_or_default();
     Err(CliError::new(
         Code::Daemon,

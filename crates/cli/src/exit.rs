@@ -8,12 +8,12 @@
 //! |-----:|---------|
 //! | 0 | success |
 //! | 1 | wrong parameters or usage (also: refused without confirmation) |
-//! | 2 | no permission or bad passphrase / key file (no keyslot opened) |
+//! | 2 | no permission (also: an unsafe run directory) or bad passphrase / key file (no keyslot opened) |
 //! | 3 | out of memory |
 //! | 4 | wrong device or file: not found, not a LUKS volume, unknown NAME |
 //! | 5 | already exists or busy: NAME or volume already open, file exists, mount busy |
 //! | 6 | corrupt or unsupported header or gocryptfs.conf (KDF parameters out of range included), unmet LUKS2 requirement |
-//! | 7 | daemon, FUSE or loop-device failure |
+//! | 7 | daemon, FUSE or loop-device failure (also: a running pid `close` cannot prove is the daemon) |
 //! | 8 | unexpected error (a bug: please report it) |
 //! | 129, 130, 143 | interrupted by SIGHUP, SIGINT, SIGTERM (128 + its number) while unlocking; nothing left open or running |
 
@@ -25,7 +25,8 @@ use std::fmt;
 pub enum Code {
     /// 1: wrong parameters or usage.
     Usage = 1,
-    /// 2: no permission, or the passphrase/key file opened no keyslot.
+    /// 2: no permission (an unsafe run directory too), or the
+    /// passphrase/key file opened no keyslot.
     Permission = 2,
     /// 3: out of memory.
     NoMemory = 3,

@@ -10,6 +10,8 @@ mod interrupt;
 mod isolate;
 mod loopdev;
 mod passphrase;
+mod procid;
+mod rundir;
 mod size;
 mod state;
 
@@ -30,7 +32,7 @@ use cmd::*;
 3 out of memory, 4 wrong device or file (not found, not LUKS, unknown name), \
 5 already exists or busy, 6 corrupt or unsupported header, 7 daemon/FUSE/loop failure, 8 unexpected, \
 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM while unlocking.\n\
-Run directory: $CRYPTKEEP_RUN_DIR or /run/cryptkeep."
+Run directory: $CRYPTKEEP_RUN_DIR or /run/cryptkeep (root's or yours alone, else exit 2)."
 )]
 struct Cli {
     #[command(subcommand)]

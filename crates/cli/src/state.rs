@@ -2,14 +2,17 @@
 //! directory (`/run/cryptkeep`, or `$CRYPTKEEP_RUN_DIR`), holding
 //! `state.json`, the daemon's log and the FUSE mountpoint `fuse/`.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{CliError, CliResult, Code};
+use crate::procid::{self, Liveness};
+use crate::rundir;
 
 /// Environment variable overriding the run directory.
 pub const RUN_DIR_ENV: &str = "CRYPTKEEP_RUN_DIR";
@@ -42,6 +45,11 @@ pub struct State {
     pub read_only: bool,
     /// The daemon serving the FUSE file (or the opener, while opening).
     pub pid: i32,
+    /// The start time of `pid` (clock ticks since boot, field 22 of
+    /// /proc/PID/stat): `close` signals `pid` only while it matches and
+    /// the process runs this binary. Missing in records of older versions.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
     /// Where `open --mount` mounted the file system.
     pub mountpoint: Option<String>,
     /// The LUKS UUID.
@@ -62,6 +70,9 @@ pub struct KeepState {
     pub mode: String,
     /// The key process, for mode "process".
     pub pid: Option<i32>,
+    /// The start time of `pid` (as [`State::pid_start`]).
+    #[serde(default)]
+    pub pid_start: Option<u64>,
     /// Where the key lives in the keep ("memfd_secret", or the fallback).
     #[serde(default)]
     pub secret_mem: String,
@@ -76,15 +87,20 @@ impl KeepState {
         KeepState {
             mode: "inline".into(),
             pid: None,
+            pid_start: None,
             secret_mem: "mlocked heap of the daemon".into(),
             sandbox: "none".into(),
         }
     }
 
-    /// Whether the key process runs (always true for inline).
+    /// Whether the key process runs (always true for inline; a process
+    /// that cannot be told apart from it counts as running).
     pub fn alive(&self) -> bool {
         match self.pid {
-            Some(p) => pid_alive(p),
+            Some(p) => !matches!(
+                procid::check(p, self.pid_start),
+                Liveness::Gone | Liveness::Foreign(_)
+            ),
             None => true,
         }
     }
@@ -106,9 +122,21 @@ impl State {
         v
     }
 
-    /// Whether the recorded process still runs.
+    /// What the recorded pid names now (see [`Liveness`]).
+    pub fn daemon(&self) -> Liveness {
+        procid::check(self.pid, self.pid_start)
+    }
+
+    /// Whether the recorded daemon may still run: it is ours, or it cannot
+    /// be told apart from ours (then NAME counts as open).
     pub fn daemon_alive(&self) -> bool {
-        pid_alive(self.pid)
+        !matches!(self.daemon(), Liveness::Gone | Liveness::Foreign(_))
+    }
+
+    /// Records this process as the daemon (pid and start time).
+    pub fn set_pid_to_self(&mut self) {
+        self.pid = std::process::id() as i32;
+        self.pid_start = procid::own_start_time();
     }
 }
 
@@ -132,12 +160,32 @@ pub fn pid_alive(pid: i32) -> bool {
     }
 }
 
-/// The run directory: `$CRYPTKEEP_RUN_DIR` or `/run/cryptkeep`.
-pub fn run_dir() -> PathBuf {
+/// The run directory as configured: `$CRYPTKEEP_RUN_DIR` or `/run/cryptkeep`.
+fn configured_run_dir() -> PathBuf {
     std::env::var_os(RUN_DIR_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR))
+}
+
+/// The run directory once checked (resolved: a symlink swapped later
+/// changes nothing).
+static CHECKED: OnceLock<PathBuf> = OnceLock::new();
+
+/// The run directory: the checked, resolved path once [`checked_run_dir`]
+/// or [`ensure_run_dir`] found it safe, else as configured.
+pub fn run_dir() -> PathBuf {
+    CHECKED.get().cloned().unwrap_or_else(configured_run_dir)
+}
+
+/// Checks the run directory (see [`rundir::secure`]); `None` if it does
+/// not exist yet. Refused (exit 2) when others could have written to it.
+pub fn checked_run_dir() -> CliResult<Option<PathBuf>> {
+    if let Some(d) = CHECKED.get() {
+        return Ok(Some(d.clone()));
+    }
+    let d = rundir::secure(&configured_run_dir(), false)?;
+    Ok(d.map(|d| CHECKED.get_or_init(|| d).clone()))
 }
 
 /// The directory of one NAME.
@@ -157,6 +205,21 @@ pub fn log_path(name: &str) -> PathBuf {
 
 fn state_path(name: &str) -> PathBuf {
     name_dir(name).join("state.json")
+}
+
+/// Creates NAME's directory (0700).
+pub fn make_name_dir(name: &str) -> CliResult<()> {
+    let d = name_dir(name);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&d)
+        .map_err(|e| {
+            CliError::io(
+                "cannot create the state directory",
+                d.display().to_string(),
+                &e,
+            )
+        })
 }
 
 /// Checks that NAME is usable as a directory name (like a dm name).
@@ -182,9 +245,13 @@ pub fn check_name(name: &str) -> CliResult<()> {
 
 /// Reads the state of NAME; `None` if NAME has no record.
 pub fn load(name: &str) -> CliResult<Option<State>> {
+    if checked_run_dir()?.is_none() {
+        return Ok(None);
+    }
     let p = state_path(name);
-    match fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+    match rundir::read(&p) {
+        Ok(None) => Ok(None),
+        Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|e| {
             CliError::new(
                 Code::Corrupt,
                 format!("unreadable state record: {e}"),
@@ -192,7 +259,6 @@ pub fn load(name: &str) -> CliResult<Option<State>> {
                 format!("remove it if no daemon serves {name}: cryptkeep close {name}"),
             )
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(CliError::io(
             "cannot read the state record",
             p.display().to_string(),
@@ -201,22 +267,44 @@ pub fn load(name: &str) -> CliResult<Option<State>> {
     }
 }
 
-/// Writes the state of NAME atomically (temporary file + rename).
+/// Writes the state of NAME atomically (a new 0600 temporary file, then
+/// rename).
 pub fn save(st: &State) -> CliResult<()> {
+    use std::io::Write;
     let p = state_path(&st.name);
     let tmp = p.with_extension(format!("json.{}", std::process::id()));
     let body = serde_json::to_vec_pretty(st).unwrap_or_default();
-    fs::write(&tmp, body)
+    let _ = fs::remove_file(&tmp);
+    rundir::create_new(&tmp)
+        .and_then(|mut f| f.write_all(&body))
         .and_then(|_| fs::rename(&tmp, &p))
-        .map_err(|e| CliError::io("cannot write the state record", p.display().to_string(), &e))
+        .map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            CliError::io("cannot write the state record", p.display().to_string(), &e)
+        })
 }
 
 /// All recorded NAMEs with their state, sorted by name.
 pub fn list() -> CliResult<Vec<State>> {
-    let dir = run_dir();
+    list_inner(false)
+}
+
+/// Like [`list`], but a run directory this user may not read (root's,
+/// for a user who can open no volume anyway) lists nothing.
+pub fn list_visible() -> CliResult<Vec<State>> {
+    list_inner(true)
+}
+
+fn list_inner(unreadable_is_empty: bool) -> CliResult<Vec<State>> {
+    let Some(dir) = checked_run_dir()? else {
+        return Ok(Vec::new());
+    };
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if unreadable_is_empty && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Ok(Vec::new())
+        }
         Err(e) => {
             return Err(CliError::io(
                 "cannot list open volumes",
@@ -230,7 +318,7 @@ pub fn list() -> CliResult<Vec<State>> {
         let Some(name) = ent.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        if name.starts_with('.') || !ent.path().is_dir() {
+        if name.starts_with('.') || !ent.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         if let Ok(Some(st)) = load(&name) {
@@ -241,21 +329,22 @@ pub fn list() -> CliResult<Vec<State>> {
     Ok(out)
 }
 
-/// Creates the run directory (mode 0700).
+/// Creates the run directory (mode 0700) if needed and checks it (see
+/// [`rundir::secure`]); returns its resolved path.
 pub fn ensure_run_dir() -> CliResult<PathBuf> {
-    let dir = run_dir();
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| {
-            CliError::io(
-                "cannot create the run directory",
-                dir.display().to_string(),
-                &e,
-            )
-        })?;
-    Ok(dir)
+    if let Some(d) = CHECKED.get() {
+        return Ok(d.clone());
+    }
+    let raw = configured_run_dir();
+    let d = rundir::secure(&raw, true)?.ok_or_else(|| {
+        CliError::new(
+            Code::Unexpected,
+            "the run directory was not created",
+            raw.display().to_string(),
+            "please report this bug",
+        )
+    })?;
+    Ok(CHECKED.get_or_init(|| d).clone())
 }
 
 /// An exclusive lock on the run directory (flock on `.lock`), held while
@@ -266,12 +355,27 @@ pub struct RunLock(#[allow(dead_code)] File);
 pub fn lock() -> CliResult<RunLock> {
     let dir = ensure_run_dir()?;
     let p = dir.join(".lock");
-    let f = OpenOptions::new()
+    let f = rundir::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&p)
         .map_err(|e| CliError::io("cannot open the lock file", p.display().to_string(), &e))?;
+    // A lock file left readable by an older version: only we may open it.
+    let meta = f
+        .metadata()
+        .map_err(|e| CliError::io("cannot check the lock file", p.display().to_string(), &e))?;
+    if !meta.is_file() {
+        return Err(CliError::new(
+            Code::Permission,
+            "the lock file is not a regular file",
+            p.display().to_string(),
+            "remove it; cryptkeep makes a new one",
+        ));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
+    }
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
         let e = std::io::Error::last_os_error();

@@ -1,5 +1,7 @@
 //! `cryptkeep close NAME` (alias `luksClose`): unmount, detach the loop
 //! device, stop the daemon (which wipes the key) and remove the record.
+//! Only a process proven to be the recorded daemon (or keep) is signalled:
+//! its start time matches the record and it runs this binary.
 
 use clap::Args as ClapArgs;
 
@@ -7,13 +9,29 @@ use super::serve;
 use crate::daemon;
 use crate::exit::{CliError, CliResult, Code};
 use crate::loopdev;
-use crate::state;
+use crate::procid::{self, Liveness};
+use crate::state::{self, State};
 
 /// Options of `close`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The name given to open.
     pub name: String,
+}
+
+/// The refusal for a record whose pid cannot be proven to be its daemon.
+fn cannot_tell(name: &str, what: &str, pid: i32, why: &str) -> CliError {
+    CliError::new(
+        Code::Daemon,
+        format!(
+            "cannot tell whether pid {pid} is the {what} of {name}: {why}; nothing was signalled"
+        ),
+        state::name_dir(name).display().to_string(),
+        format!(
+            "if `ps -o args= -p {pid}` shows cryptkeep, stop it with kill {pid} (it cleans up \
+             after itself), then run cryptkeep close {name}"
+        ),
+    )
 }
 
 /// Runs `close`.
@@ -28,41 +46,76 @@ pub fn run(a: Args) -> CliResult {
             "cryptkeep status lists open volumes",
         ));
     };
+    let daemon = match procid::hold(st.pid, st.pid_start) {
+        Ok(d) => Some(d),
+        Err(Liveness::Unknown(why)) => return Err(cannot_tell(&a.name, "daemon", st.pid, &why)),
+        Err(Liveness::Foreign(prog)) => {
+            crate::cmd::common::warn(&format!(
+                "pid {} recorded for {} runs {prog}, not this cryptkeep: not signalled; cleaning up \
+                 the record",
+                st.pid, a.name
+            ));
+            None
+        }
+        Err(_) => None,
+    };
     serve::teardown_io(&st)?;
-    if st.daemon_alive() && st.pid != std::process::id() as i32 && !daemon::terminate(st.pid, 20) {
-        return Err(CliError::new(
-            Code::Daemon,
-            format!("the daemon (pid {}) did not exit within 20 s", st.pid),
-            a.name.clone(),
-            format!(
-                "see {}; then kill {} and run close again",
-                state::log_path(&a.name).display(),
-                st.pid
-            ),
-        ));
+    if let Some(d) = daemon {
+        if st.pid != std::process::id() as i32 {
+            d.signal(libc::SIGTERM);
+            if !daemon::terminate_after(st.pid, 20, false) {
+                return Err(CliError::new(
+                    Code::Daemon,
+                    format!("the daemon (pid {}) did not exit within 20 s", st.pid),
+                    a.name.clone(),
+                    format!(
+                        "see {}; then kill {} and run close again",
+                        state::log_path(&a.name).display(),
+                        st.pid
+                    ),
+                ));
+            }
+        }
     }
     let fuse = state::fuse_dir(&a.name);
     if loopdev::is_mountpoint(&fuse) {
         loopdev::fuse_unmount(&fuse, true)?;
     }
-    // The keep wipes its keys and exits when the daemon's channel closes;
-    // wait for that, and stop it if it lingers.
-    if let Some(pid) = st.keep.as_ref().and_then(|k| k.pid) {
-        for _ in 0..40 {
-            if !state::pid_alive(pid) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        if state::pid_alive(pid) && !daemon::terminate(pid, 5) {
-            return Err(CliError::new(
-                Code::Daemon,
-                format!("the keep (pid {pid}) did not exit within 5 s"),
-                a.name.clone(),
-                format!("kill {pid} and run close again"),
-            ));
-        }
-    }
+    stop_keep(&st, &a.name)?;
     state::remove(&a.name);
     Ok(())
+}
+
+/// The keep wipes its keys and exits when the daemon's channel closes;
+/// waits for that, and stops it if it lingers (only if it is ours).
+fn stop_keep(st: &State, name: &str) -> CliResult {
+    let Some(k) = st.keep.as_ref() else {
+        return Ok(());
+    };
+    let Some(pid) = k.pid else {
+        return Ok(());
+    };
+    for _ in 0..40 {
+        if !k.alive() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    match procid::hold(pid, k.pid_start) {
+        Ok(keep) => {
+            keep.signal(libc::SIGTERM);
+            if daemon::terminate_after(pid, 5, false) {
+                Ok(())
+            } else {
+                Err(CliError::new(
+                    Code::Daemon,
+                    format!("the keep (pid {pid}) did not exit within 5 s"),
+                    name.to_string(),
+                    format!("kill {pid} and run close again"),
+                ))
+            }
+        }
+        Err(Liveness::Unknown(why)) => Err(cannot_tell(name, "keep", pid, &why)),
+        Err(_) => Ok(()),
+    }
 }

@@ -139,7 +139,7 @@ pub fn refuse_if_open(volume: &Path, allow: bool) -> CliResult<()> {
         return Ok(());
     }
     let canon = crate::state::canonical(volume);
-    for st in crate::state::list()? {
+    for st in crate::state::list_visible()? {
         if st.volume == canon && st.daemon_alive() {
             return Err(CliError::new(
                 crate::exit::Code::Busy,

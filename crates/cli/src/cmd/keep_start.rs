@@ -106,6 +106,7 @@ pub fn spawn_and_wait(
             let state = KeepState {
                 mode: "process".into(),
                 pid: Some(pid),
+                pid_start: crate::procid::start_time(pid),
                 secret_mem: fact("secret_mem"),
                 sandbox: fact("sandbox"),
             };

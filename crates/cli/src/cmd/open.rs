@@ -115,19 +115,14 @@ fn claim(st: &State) -> CliResult<()> {
             ));
         }
     }
-    std::fs::create_dir(state::name_dir(&st.name)).map_err(|e| {
-        CliError::io(
-            "cannot create the state directory",
-            state::name_dir(&st.name).display().to_string(),
-            &e,
-        )
-    })?;
+    state::make_name_dir(&st.name)?;
     state::save(st)
 }
 
 /// Runs `open`.
 pub fn run(a: Args) -> CliResult {
     state::check_name(&a.name)?;
+    state::ensure_run_dir()?;
     if let Some(old) = state::load(&a.name)? {
         if old.daemon_alive() {
             return Err(already_open(&old));
@@ -206,6 +201,7 @@ pub fn run(a: Args) -> CliResult {
         sector_size: seg.sector_size,
         read_only: a.read_only,
         pid: std::process::id() as i32,
+        pid_start: crate::procid::own_start_time(),
         mountpoint: None,
         uuid: luks.uuid().to_string(),
         size: data_size,

@@ -138,7 +138,7 @@ pub fn start(
     }
     let engine = Arc::new(engine);
     let fuse_dir = state::fuse_dir(&ctx.st.name);
-    std::fs::create_dir_all(&fuse_dir).map_err(|e| {
+    crate::rundir::make_dir(&fuse_dir).map_err(|e| {
         CliError::io(
             "cannot create the FUSE mountpoint",
             fuse_dir.display().to_string(),
@@ -155,7 +155,7 @@ pub fn start(
         )
     })?;
     let mut st = ctx.st;
-    st.pid = std::process::id() as i32;
+    st.set_pid_to_self();
     st.file = block_file_path(&fuse_dir, &opts).display().to_string();
     state::save(&st)?;
     Ok(Serving {

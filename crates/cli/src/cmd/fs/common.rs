@@ -237,11 +237,18 @@ pub fn log_path(mountpoint: &Path) -> PathBuf {
     run_dir().join(format!("{}.log", stem(mountpoint)))
 }
 
-/// Creates the run directory (best effort: mounts work without it, but
-/// `fs umount` then cannot wait for the daemon).
-pub fn ensure_run_dir() -> Option<PathBuf> {
+/// Creates the run directory of overlay mounts (0700) after checking the
+/// run directory. `Ok(None)` when this user may not create it (mounts
+/// work without it, but `fs umount` then cannot wait for the daemon); a
+/// run directory others could write to is an error (exit 2).
+pub fn ensure_run_dir() -> CliResult<Option<PathBuf>> {
+    match crate::state::ensure_run_dir() {
+        Ok(_) => {}
+        Err(e) if crate::rundir::is_unsafe(&e) => return Err(e),
+        Err(_) => return Ok(None),
+    }
     let d = run_dir();
-    std::fs::create_dir_all(&d).ok().map(|_| d)
+    Ok(crate::rundir::make_dir(&d).ok().map(|_| d))
 }
 
 /// Whether `/proc/self/mountinfo` lists a mount at the canonical path `p`.

@@ -127,6 +127,7 @@ struct MountCtx {
 pub fn run(a: Args) -> CliResult {
     need_dir(&a.cipherdir, "cipher directory")?;
     need_dir(&a.mountpoint, "mount point")?;
+    common::ensure_run_dir()?;
     let mountpoint = a.mountpoint.canonicalize().map_err(|e| {
         CliError::io(
             "cannot resolve the mount point",
@@ -217,6 +218,8 @@ fn keep_args(cipherdir: &Path, conf: &Path, pass: &PassArgs, mountpoint: &Path) 
 /// Where the keep logs once it serves: the mount's log.
 fn keep_log(mountpoint: &Path) -> PathBuf {
     common::ensure_run_dir()
+        .ok()
+        .flatten()
         .map(|_| common::log_path(mountpoint))
         .unwrap_or_else(|| PathBuf::from("/dev/null"))
 }
@@ -326,9 +329,12 @@ fn serve(m: OverlayMount, pid_file: Option<PathBuf>, keep: Option<KeepGuard>) {
 
 /// Records the daemon's pid for `fs umount` (best effort).
 fn write_pid_file(mountpoint: &Path) -> Option<PathBuf> {
-    common::ensure_run_dir()?;
+    use std::io::Write;
+    common::ensure_run_dir().ok()??;
     let p = common::pid_path(mountpoint);
-    std::fs::write(&p, format!("{}\n", std::process::id())).ok()?;
+    crate::rundir::create(&p)
+        .and_then(|mut f| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .ok()?;
     Some(p)
 }
 
@@ -345,6 +351,8 @@ fn foreground(mut ctx: MountCtx) -> CliResult {
 
 fn background(mut ctx: MountCtx) -> CliResult {
     let log = common::ensure_run_dir()
+        .ok()
+        .flatten()
         .map(|_| common::log_path(&ctx.mountpoint))
         .unwrap_or_else(|| PathBuf::from("/dev/null"));
     // Blocked before the fork: a stop signal from here on is read by

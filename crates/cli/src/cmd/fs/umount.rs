@@ -34,9 +34,11 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
     let pid_file = common::pid_path(&mp);
-    let pid: Option<i32> = std::fs::read_to_string(&pid_file)
+    crate::state::checked_run_dir()?;
+    let pid: Option<i32> = crate::rundir::read(&pid_file)
         .ok()
-        .and_then(|s| s.trim().parse().ok())
+        .flatten()
+        .and_then(|b| String::from_utf8_lossy(&b).trim().parse().ok())
         .filter(|&pid| is_cryptkeep(pid));
     super::mount::unmount(&mp)?;
     if let Some(pid) = pid {
@@ -61,22 +63,19 @@ pub fn run(a: Args) -> CliResult {
     Ok(())
 }
 
-/// Whether process `pid` runs a `cryptkeep` binary (a stale pid file may
-/// name a reused pid).
+/// Whether process `pid` runs this binary (a stale pid file may name a
+/// reused pid; it is only waited for, never signalled).
 fn is_cryptkeep(pid: i32) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
-    argv0.rsplit(|&b| b == b'/').next() == Some(b"cryptkeep".as_slice())
+    pid > 0 && matches!(crate::procid::runs_this_binary(pid), Ok(Ok(())))
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn our_own_pid_is_not_cryptkeep_under_cargo_test() {
-        // The test binary is not named cryptkeep; pid 0 does not exist.
-        assert!(!super::is_cryptkeep(std::process::id() as i32));
+    fn only_this_binary_counts() {
+        // The test binary is this binary; pid 0 and init are not.
+        assert!(super::is_cryptkeep(std::process::id() as i32));
         assert!(!super::is_cryptkeep(0));
+        assert!(!super::is_cryptkeep(1));
     }
 }
