@@ -14,6 +14,7 @@ mod procid;
 mod rundir;
 mod size;
 mod state;
+mod volid;
 
 use clap::{Parser, Subcommand};
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::exit::{CliError, CliResult, Code};
 use crate::procid::{self, Liveness};
 use crate::rundir;
+use crate::volid::VolumeId;
 
 /// Environment variable overriding the run directory.
 pub const RUN_DIR_ENV: &str = "CRYPTKEEP_RUN_DIR";
@@ -61,6 +62,11 @@ pub struct State {
     /// Who holds the volume key.
     #[serde(default)]
     pub keep: Option<KeepState>,
+    /// What file or device the volume is (device and inode, or the block
+    /// device's number): a second open of the same volume under any path
+    /// is refused. Missing in records of older versions.
+    #[serde(default)]
+    pub volume_id: Option<VolumeId>,
 }
 
 /// Who holds an open volume's key (`open --keep`), for `status`.
@@ -131,6 +137,14 @@ impl State {
     /// be told apart from ours (then NAME counts as open).
     pub fn daemon_alive(&self) -> bool {
         !matches!(self.daemon(), Liveness::Gone | Liveness::Foreign(_))
+    }
+
+    /// Whether this record's volume is the file or device `id`: by the
+    /// recorded identity, or for older records by what their path names now.
+    pub fn same_volume(&self, id: VolumeId) -> bool {
+        self.volume_id
+            .or_else(|| VolumeId::of_path(Path::new(&self.volume)).ok())
+            == Some(id)
     }
 
     /// Records this process as the daemon (pid and start time).

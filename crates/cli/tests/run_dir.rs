@@ -215,6 +215,7 @@ fn close_signals_only_the_recorded_daemon() {
     assert_eq!(st["pid_start"].as_u64(), Some(start_time(daemon)));
     let keep = st["keep"]["pid"].as_u64().unwrap() as u32;
     assert_eq!(st["keep"]["pid_start"].as_u64(), Some(start_time(keep)));
+    assert!(st["volume_id"]["file"]["ino"].is_u64(), "{st}");
     w.ok(&["close", "real"]);
     assert!(!alive(daemon) && !alive(keep));
 }

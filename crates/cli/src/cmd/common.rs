@@ -132,15 +132,19 @@ pub fn warn(msg: &str) {
     eprintln!("cryptkeep: warning: {msg}");
 }
 
-/// Refuses to change a volume that is open now (its keyslots may still be
-/// changed by cryptsetup, but cryptkeep keeps it simple and safe).
+/// Refuses to change a volume that is open now, under any path (the same
+/// file or block device; its keyslots may still be changed by cryptsetup,
+/// but cryptkeep keeps it simple and safe).
 pub fn refuse_if_open(volume: &Path, allow: bool) -> CliResult<()> {
     if allow {
         return Ok(());
     }
-    let canon = crate::state::canonical(volume);
+    let Ok(id) = crate::volid::VolumeId::of_path(volume) else {
+        // Not there yet: nothing can have it open.
+        return Ok(());
+    };
     for st in crate::state::list_visible()? {
-        if st.volume == canon && st.daemon_alive() {
+        if st.same_volume(id) && st.daemon_alive() {
             return Err(CliError::new(
                 crate::exit::Code::Busy,
                 format!("volume is open as {}", st.name),

@@ -15,6 +15,7 @@ use crate::daemon::{self, Forked};
 use crate::exit::{from_luks, CliError, CliResult, Code};
 use crate::interrupt::Signals;
 use crate::state::{self, State};
+use crate::volid::VolumeId;
 
 /// Options of `open`.
 #[derive(ClapArgs, Debug)]
@@ -78,8 +79,9 @@ fn already_open(st: &State) -> CliError {
     )
 }
 
-/// Claims NAME under the run-directory lock: refuses a NAME in use or a
-/// volume open under another name; clears stale records.
+/// Claims NAME under the run-directory lock, held from the checks to the
+/// record: refuses a NAME in use or a volume (the same file or block
+/// device, under any path) open under another name; clears stale records.
 fn claim(st: &State) -> CliResult<()> {
     let _lock = state::lock()?;
     if let Some(old) = state::load(&st.name)? {
@@ -98,25 +100,37 @@ fn claim(st: &State) -> CliResult<()> {
         }
         state::remove(&st.name);
     }
-    for other in state::list()? {
-        if other.volume == st.volume && other.daemon_alive() {
-            return Err(CliError::new(
-                Code::Busy,
-                format!(
-                    "the volume is already open as {} (device {})",
-                    other.name,
-                    other.device.clone().unwrap_or_default()
-                ),
-                st.volume.clone(),
-                format!(
-                    "use that device, or close it first: cryptkeep close {}",
-                    other.name
-                ),
-            ));
+    if let Some(id) = st.volume_id {
+        for other in state::list()? {
+            if other.same_volume(id) && other.daemon_alive() {
+                return Err(open_elsewhere(st, &other));
+            }
         }
     }
     state::make_name_dir(&st.name)?;
     state::save(st)
+}
+
+/// The refusal of a volume already open as another NAME.
+fn open_elsewhere(st: &State, other: &State) -> CliError {
+    let path = if other.volume == st.volume {
+        String::new()
+    } else {
+        format!(", from {}", other.volume)
+    };
+    CliError::new(
+        Code::Busy,
+        format!(
+            "the volume is already open as {} (device {}{path})",
+            other.name,
+            other.device.as_deref().unwrap_or("not attached yet")
+        ),
+        st.volume.clone(),
+        format!(
+            "use that device, or close it first: cryptkeep close {}",
+            other.name
+        ),
+    )
 }
 
 /// Runs `open`.
@@ -140,8 +154,17 @@ pub fn run(a: Args) -> CliResult {
     }
     let place = common::place(&a.volume, a.header.as_deref());
     let hdr = common::open_header(&a.volume, a.header.as_deref(), false)?;
-    // The data device must open too (read-write unless --read-only).
-    drop(common::open_file(&a.volume, !a.read_only, "volume")?);
+    // The data device must open too (read-write unless --read-only); what
+    // it is decides whether it is open already.
+    let data = common::open_file(&a.volume, !a.read_only, "volume")?;
+    let volume_id = VolumeId::of_file(&data).map_err(|e| {
+        CliError::io(
+            "cannot check the volume",
+            a.volume.display().to_string(),
+            &e,
+        )
+    })?;
+    drop(data);
     let luks = common::load(&hdr, &place)?;
     drop(hdr);
     match (a.kind, luks.version()) {
@@ -206,6 +229,7 @@ pub fn run(a: Args) -> CliResult {
         uuid: luks.uuid().to_string(),
         size: data_size,
         keep: None,
+        volume_id: Some(volume_id),
     };
     // The keep is started by the process that serves (the daemon, or this
     // one with --foreground): it dies with that process, never before.
