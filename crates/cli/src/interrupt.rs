@@ -133,6 +133,39 @@ pub fn unblock() {
     unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
 }
 
+/// Blocks the stop signals in this thread only (a helper thread that must
+/// never be the one a stop signal kills, or a writer that must finish).
+pub fn block_in_this_thread() {
+    let set = stop_set();
+    // SAFETY: set is initialized; the old mask is not wanted.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// A stop signal pending for this thread or process, if any (it stays
+/// pending).
+pub fn pending() -> Option<i32> {
+    // SAFETY: sigset_t is plain data, filled by sigpending.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid out-pointer.
+    if unsafe { libc::sigpending(&mut set) } != 0 {
+        return None;
+    }
+    [libc::SIGTERM, libc::SIGINT, libc::SIGHUP]
+        .into_iter()
+        // SAFETY: set was filled by sigpending.
+        .find(|&s| unsafe { libc::sigismember(&set, s) } == 1)
+}
+
+/// The name of a stop signal ("SIGTERM"), or "a signal".
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
 /// Runs `work` (a key derivation) on a helper thread while this thread
 /// waits for it or for a stop signal, whichever comes first: its result,
 /// or [`interrupted`] for `place` (the helper is then left to end with the
@@ -180,12 +213,7 @@ where
 /// The error of a command stopped by signal `sig` while unlocking `place`:
 /// exit code 128 + `sig`.
 pub fn interrupted(sig: i32, place: &str) -> CliError {
-    let name = match sig {
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        _ => "a signal",
-    };
+    let name = signal_name(sig);
     CliError::new(
         Code::for_signal(sig),
         format!("interrupted by {name} while unlocking"),

@@ -8,14 +8,41 @@
 //! The child is killed when the parent dies (`PR_SET_PDEATHSIG`); a stop
 //! signal to the parent (SIGTERM, SIGINT, SIGHUP) is passed on to the
 //! child, waited for, and becomes exit 128 + its number.
+//!
+//! And no header is written for a command that has gone: the child writes
+//! only through a [`HeaderIo`], which before each write checks that the
+//! parent that asked for it is still there. For the keyslot verbs the first
+//! write also blocks the stop signals and takes one that already came
+//! ([`Writes::Whole`]): a stop before it ends the child with nothing
+//! written, one after it waits until the header is whole.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use cryptkeep_luks::BlockIo;
 
 use crate::exit::{CliError, CliResult, Code};
 use crate::interrupt::{self, Signals};
 
+/// How a verb's writes may be stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// A few header writes that must land together (the keyslot verbs): a
+    /// stop signal that comes once they began waits for them to end.
+    Whole,
+    /// Long writes (format's wipe): a stop signal ends them at once.
+    Stoppable,
+}
+
+/// The pid of the command this key-work child works for (0: not a child).
+static PARENT: AtomicI32 = AtomicI32::new(0);
+/// The kind of writes the child makes (true: [`Writes::Whole`]).
+static WHOLE: AtomicBool = AtomicBool::new(false);
+
 /// Runs `verb` in a hardened child process and returns its outcome. The
 /// child prints its own error (so the message is the same as in-process)
 /// and exits with its code; the parent then exits with that code too.
-pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
+pub fn run_isolated(writes: Writes, verb: impl FnOnce() -> CliResult) -> CliResult {
     if crate::daemon::thread_count() != 1 {
         // fork is only sound single-threaded; stay in process rather than risk it.
         return verb();
@@ -37,6 +64,8 @@ pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
     }
     if pid == 0 {
         interrupt::die_with_parent(parent);
+        PARENT.store(parent, Ordering::SeqCst);
+        WHOLE.store(writes == Writes::Whole, Ordering::SeqCst);
         drop(signals);
         // The stop signals end the child as they would have ended us.
         interrupt::unblock();
@@ -57,12 +86,27 @@ pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
         // SAFETY: waiting for our own child; status is a valid out-pointer.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         let mut e = interrupt::interrupted(sig, "keep");
+        if libc::WIFEXITED(status) {
+            // The header writes had begun, with the stop signals blocked:
+            // the child finished them and said so (or why not).
+            crate::cmd::common::warn(&format!(
+                "{} came while the header was being written; the write was finished first",
+                interrupt::signal_name(sig)
+            ));
+            return match libc::WEXITSTATUS(status) {
+                0 => Ok(()),
+                n => std::process::exit(n),
+            };
+        }
         e.what = e
             .what
             .replace("while unlocking", "while the key process ran");
-        e.hint = "the key process was stopped; if it had started writing, check the \
-                  volume with cryptkeep dump"
-            .into();
+        e.hint = match writes {
+            Writes::Whole => "stopped before anything was written; nothing is left running".into(),
+            Writes::Stoppable => "the key process was stopped; if it had started writing, check \
+                                  the volume with cryptkeep dump"
+                .into(),
+        };
         return Err(e);
     }
     let mut status = 0;
@@ -95,6 +139,77 @@ pub fn run_isolated(verb: impl FnOnce() -> CliResult) -> CliResult {
             "keep",
             "nothing was written after that point; check the volume with cryptkeep dump",
         ))
+    }
+}
+
+/// The header (or volume) file of a key-work verb: reads as the file does,
+/// and writes only while the command that asked for them still runs (see
+/// the module documentation). Outside a key-work child it is the file.
+pub struct HeaderIo {
+    file: File,
+    writing: AtomicBool,
+}
+
+/// Wraps the file a key-work verb writes its header to.
+pub fn header_io(file: File) -> HeaderIo {
+    HeaderIo {
+        file,
+        writing: AtomicBool::new(false),
+    }
+}
+
+impl std::ops::Deref for HeaderIo {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl HeaderIo {
+    /// Called before every write: ends this child, with nothing (more)
+    /// written, if its parent is gone or a stop signal came before the
+    /// first write of a [`Writes::Whole`] verb.
+    fn before_write(&self) {
+        let parent = PARENT.load(Ordering::SeqCst);
+        if parent == 0 {
+            return;
+        }
+        let first = !self.writing.swap(true, Ordering::SeqCst);
+        if first && WHOLE.load(Ordering::SeqCst) {
+            interrupt::block_in_this_thread();
+            if let Some(sig) = interrupt::pending() {
+                // Nothing written yet: die of it, as the parent expects.
+                interrupt::unblock();
+                // SAFETY: _exit ends the process; reached only if the
+                // pending signal was somehow not fatal.
+                unsafe { libc::_exit(128 + sig) };
+            }
+        }
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            // The command that asked for this write is gone: write nothing.
+            // SAFETY: _exit ends this process at once.
+            unsafe { libc::_exit(Code::Daemon.as_i32()) };
+        }
+    }
+}
+
+impl BlockIo for HeaderIo {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.file.read_at(buf, off)
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.before_write();
+        self.file.write_at(buf, off)
+    }
+
+    fn size(&self) -> std::io::Result<u64> {
+        self.file.size()
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.file.sync()
     }
 }
 

@@ -8,6 +8,7 @@ mod daemon;
 mod exit;
 mod interrupt;
 mod isolate;
+mod kdf_time;
 mod loopdev;
 mod passphrase;
 mod procid;
@@ -127,22 +128,24 @@ enum HeaderCmd {
 
 fn run(cli: Cli) -> exit::CliResult {
     match cli.command {
-        Command::Format(a) => isolate::run_isolated(|| format::run(a)),
+        Command::Format(a) => isolate::run_isolated(isolate::Writes::Stoppable, || format::run(a)),
         Command::Open(a) => open::run(a),
         Command::Close(a) => close::run(a),
         Command::Status(a) => status::run(a),
         Command::Dump(a) => dump::run(a),
         Command::Keyslot(KeyslotCmd::Add(a)) | Command::LuksAddKey(a) => {
-            isolate::run_isolated(|| keyslot_add::run(a))
+            isolate::run_isolated(isolate::Writes::Whole, || keyslot_add::run(a))
         }
         Command::Keyslot(KeyslotCmd::Remove(a)) | Command::LuksRemoveKey(a) => {
-            isolate::run_isolated(|| keyslot_remove::run(a))
+            isolate::run_isolated(isolate::Writes::Whole, || keyslot_remove::run(a))
         }
         Command::Keyslot(KeyslotCmd::Change(a)) | Command::LuksChangeKey(a) => {
-            isolate::run_isolated(|| keyslot_change::run(a))
+            isolate::run_isolated(isolate::Writes::Whole, || keyslot_change::run(a))
         }
         Command::Keyslot(KeyslotCmd::List(a)) => keyslot_list::run(a),
-        Command::LuksKillSlot(a) => isolate::run_isolated(|| keyslot_kill::run(a)),
+        Command::LuksKillSlot(a) => {
+            isolate::run_isolated(isolate::Writes::Whole, || keyslot_kill::run(a))
+        }
         Command::Header(HeaderCmd::Backup(a)) | Command::LuksHeaderBackup(a) => {
             header_backup::run(a)
         }

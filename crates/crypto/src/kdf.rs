@@ -4,7 +4,7 @@
 
 mod calibrate;
 
-pub use calibrate::{calibrate, pbkdf2_iterations_per_second};
+pub use calibrate::{calibrate, estimate, pbkdf2_iterations_per_second};
 
 use crate::{Error, HashAlg, SecretBytes};
 use argon2::{Algorithm, Argon2, Block, Params, Version};

@@ -11,7 +11,7 @@
 //! | [`sector`] | [`SectorCipher`] (`encrypt`/`decrypt(buf, sector_size, first_iv, iv_step)`, `spec`, `key_len`, `backend`, `implementation`), [`new_sector_cipher`] | IEEE 1619 XTS, SP 800-38A CBC/ECB, kernel IV generators |
 //! | [`aead`] | [`aead::new_aead`], [`aead::Aead`] (`seal`/`open`), [`aead::AeadAlg`], [`aead::AeadImpl`], [`aead::new_aead_with`] | SP 800-38D GCM (our VAES/AVX2 code or aws-lc), RFC 5297 AES-SIV, XChaCha20-Poly1305 |
 //! | [`backend`] | [`Backend`] (`Accelerated` = aws-lc, the default; `Portable` = pure Rust) | |
-//! | [`kdf`] | [`Pbkdf`], [`PbkdfKind`], [`kdf::derive`], [`kdf::calibrate`], [`kdf::pbkdf2_iterations_per_second`] | RFC 8018, RFC 9106, cryptsetup's benchmark rules |
+//! | [`kdf`] | [`Pbkdf`], [`PbkdfKind`], [`kdf::derive`], [`kdf::calibrate`], [`kdf::estimate`], [`kdf::pbkdf2_iterations_per_second`] | RFC 8018, RFC 9106, cryptsetup's benchmark rules |
 //! | [`af`] | [`af::split`], [`af::merge`], [`af::material_len`] | LUKS1 on-disk format §2.4 (`af.c`) |
 //! | [`hash`] | [`HashAlg`] (`parse`, `name`, `digest_len`, `digest`, `digest_parts`, `hmac`) | FIPS 180-4, RIPEMD-160, RFC 2104 |
 //! | [`secret`] | [`SecretBytes`] (mlocked, zeroized on drop, `Debug` shows the length only), [`secret::ct_eq`] | |

@@ -75,9 +75,16 @@ pub fn run(a: Args) -> CliResult {
         &format!("Enter passphrase for {}: ", a.volume.display()),
         false,
     )?;
-    let (_slot, vk) = luks
-        .unlock(&io, &pass, a.key_slot, a.crypto_backend.backend())
-        .map_err(|e| from_luks(e, &place))?;
+    // The KDF runs on a helper thread while this one waits for it or for
+    // SIGINT/SIGTERM/SIGHUP, which stop the command at once.
+    let drawing = crate::kdf_time::for_unlock(&luks, a.key_slot).and_then(|e| e.announce(true));
+    let (slot, backend) = (a.key_slot, a.crypto_backend.backend());
+    let (luks, unlocked) = crate::interrupt::run(&place, move || {
+        let r = luks.unlock(&io, &pass, slot, backend);
+        (luks, r)
+    })?;
+    drop(drawing);
+    let (_slot, vk) = unlocked.map_err(|e| from_luks(e, &place))?;
     let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
     let spec = seg.cipher.to_string();
     let (cname, cmode) = spec.split_once('-').unwrap_or((spec.as_str(), ""));

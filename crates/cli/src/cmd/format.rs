@@ -304,7 +304,7 @@ fn format_inner(
                 })?;
         }
     }
-    let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
+    let io = crate::isolate::header_io(common::open_header(&a.volume, a.header.as_deref(), true)?);
     // `..default()` keeps this compiling when the luks crate adds options.
     #[allow(clippy::needless_update)]
     let opts = FormatOptions {

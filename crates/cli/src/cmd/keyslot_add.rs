@@ -80,22 +80,29 @@ pub fn new_passphrase(
 pub fn run(a: Args) -> CliResult {
     let place = common::place(&a.volume, a.header.as_deref());
     let hash = parse_hash(&a.hash)?;
-    let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
+    let io = crate::isolate::header_io(common::open_header(&a.volume, a.header.as_deref(), true)?);
     let mut luks = common::load(&io, &place)?;
     let old = a
         .key
         .source()
         .read("Enter any existing passphrase: ", false)?;
     let backend = a.crypto_backend.backend();
+    // Long KDFs are announced (a stop signal ends this key process at
+    // once, before anything is written: see isolate.rs).
+    let drawing = crate::kdf_time::announce_unlock(&luks, None, true);
     let (_slot, vk) = luks
         .unlock(&io, &old, None, backend)
         .map_err(|e| from_luks(e, &place))?;
+    drop(drawing);
     drop(old);
     let new = new_passphrase(&a.new_key_file, a.new_keyfile_size, a.new_keyfile_offset)?;
     let kdf = a.kdf.make(luks.version(), hash, vk.len())?;
+    let drawing =
+        crate::kdf_time::for_kdf(&kdf, vk.len(), "the new keyslot").and_then(|e| e.announce(true));
     let slot = luks
         .add_keyslot(&io, vk.as_slice(), &new, a.key_slot, &kdf, backend)
         .map_err(|e| from_luks(e, &place))?;
+    drop(drawing);
     io.sync_all()
         .map_err(|e| crate::exit::CliError::io("cannot sync the header", &place, &e))?;
     eprintln!("Key slot {slot} created.");

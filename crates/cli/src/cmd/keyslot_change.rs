@@ -50,16 +50,18 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let place = common::place(&a.volume, a.header.as_deref());
     let hash = parse_hash(&a.hash)?;
-    let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
+    let io = crate::isolate::header_io(common::open_header(&a.volume, a.header.as_deref(), true)?);
     let mut luks = common::load(&io, &place)?;
     let backend = a.crypto_backend.backend();
     let old = a
         .key
         .source()
         .read("Enter passphrase to be changed: ", false)?;
+    let drawing = crate::kdf_time::announce_unlock(&luks, a.key_slot, true);
     let (old_slot, vk) = luks
         .unlock(&io, &old, a.key_slot, backend)
         .map_err(|e| from_luks(e, &place))?;
+    drop(drawing);
     drop(old);
     let new = new_passphrase(&a.new_key_file, a.new_keyfile_size, a.new_keyfile_offset)?;
     let kdf = a.kdf.make(luks.version(), hash, vk.len())?;

@@ -40,7 +40,7 @@ pub fn kill(
     backend: BackendArg,
 ) -> CliResult {
     let place = common::place(volume, header);
-    let io = common::open_header(volume, header, true)?;
+    let io = crate::isolate::header_io(common::open_header(volume, header, true)?);
     let mut luks = common::load(&io, &place)?;
     let slots = luks.keyslots();
     let Some(info) = slots.iter().find(|k| k.slot == slot) else {

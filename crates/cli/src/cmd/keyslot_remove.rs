@@ -47,16 +47,18 @@ pub fn run(a: Args) -> CliResult {
         );
     }
     let place = common::place(&a.volume, a.header.as_deref());
-    let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
+    let io = crate::isolate::header_io(common::open_header(&a.volume, a.header.as_deref(), true)?);
     let mut luks = common::load(&io, &place)?;
     let mut src: KeySource = a.key.source();
     if src.key_file.is_none() {
         src.key_file = a.key_file_arg.clone();
     }
     let pass = src.read("Enter passphrase to be deleted: ", false)?;
+    let drawing = crate::kdf_time::announce_unlock(&luks, None, true);
     let (slot, _vk) = luks
         .unlock(&io, &pass, None, a.crypto_backend.backend())
         .map_err(|e| from_luks(e, &place))?;
+    drop(drawing);
     let active = luks.keyslots().iter().filter(|k| k.active).count();
     if active <= 1 {
         confirm(

@@ -240,6 +240,12 @@ pub fn run(a: Args) -> CliResult {
         }
         KeepArg::Process => Some(keep_start::keep_args(&a, &st.name)),
     };
+    // How long the keyslot KDF will take is said once the daemon is forked
+    // (the probe may start threads); the progress line is drawn by the
+    // waiting process, unless a keep asks for the passphrase meanwhile.
+    let progress = Progress {
+        show: pass.is_some() || a.key.key_file.is_some(),
+    };
     claim(&st)?;
     let ctx = OpenCtx {
         st,
@@ -255,16 +261,33 @@ pub fn run(a: Args) -> CliResult {
         backend: a.crypto_backend.backend(),
     };
     if a.foreground {
-        foreground(ctx, a.mount.as_deref())
+        foreground(ctx, a.mount.as_deref(), progress)
     } else {
-        background(ctx, a.mount.as_deref())
+        background(ctx, a.mount.as_deref(), progress)
     }
 }
 
-fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
+/// What to say while the key is derived.
+struct Progress {
+    /// Whether to draw the progress line (on a terminal).
+    show: bool,
+}
+
+impl Progress {
+    /// Announces a long KDF for `ctx` (see [`crate::kdf_time`]); the
+    /// progress line lasts as long as the returned guard.
+    fn start(&self, ctx: &OpenCtx) -> Option<crate::kdf_time::Progress> {
+        crate::kdf_time::announce_unlock(&ctx.luks, ctx.key_slot, self.show)
+    }
+}
+
+fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress) -> CliResult {
     let name = ctx.st.name.clone();
     daemon::block_signals();
-    let mut s = match serve::start(ctx, None, || Ok(())) {
+    let drawing = progress.start(&ctx);
+    let started = serve::start(ctx, None, || Ok(()));
+    drop(drawing);
+    let mut s = match started {
         Ok(s) => s,
         Err(e) => {
             state::remove(&name);
@@ -284,7 +307,7 @@ fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
     Ok(())
 }
 
-fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
+fn background(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress) -> CliResult {
     let name = ctx.st.name.clone();
     let log = state::log_path(&name);
     // Blocked before the fork: a stop signal from here on is read by
@@ -344,8 +367,11 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>) -> CliResult {
                     ctx.volume.display()
                 );
             }
+            let drawing = progress.start(&ctx);
             drop(ctx);
-            if let Err(e) = daemon::wait_ready(rx, &log, &signals, &place) {
+            let ready = daemon::wait_ready(rx, &log, &signals, &place);
+            drop(drawing);
+            if let Err(e) = ready {
                 daemon::stop(child);
                 if let Ok(Some(st)) = state::load(&name) {
                     serve::clean_stale(&st);

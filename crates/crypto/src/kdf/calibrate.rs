@@ -93,6 +93,61 @@ pub fn calibrate(
     }
 }
 
+/// Largest memory (KiB) the [`estimate`] probe touches.
+const ESTIMATE_PROBE_KIB: u32 = 8 * 1024;
+
+/// How long one derivation with `p` for an `out_len`-byte output should
+/// take on this machine, from a short probe (PBKDF2: iterations doubled
+/// fourfold until a run takes 20 ms; Argon2: one pass over at most 8 MiB,
+/// scaled linearly by memory and passes). Costs from a hostile header give
+/// long durations, never an overflow ([`Duration::MAX`] at worst).
+pub fn estimate(p: &Pbkdf, out_len: usize) -> Result<Duration, Error> {
+    let scale = |probe: Duration, factor: f64| {
+        Duration::try_from_secs_f64(probe.as_secs_f64() * factor).unwrap_or(Duration::MAX)
+    };
+    match *p {
+        Pbkdf::Pbkdf2 { hash, iterations } => {
+            let iterations = iterations.max(1);
+            let mut out = vec![0u8; out_len.max(1)];
+            let mut n: u32 = iterations.min(1 << 10);
+            loop {
+                let t = Instant::now();
+                pbkdf2_into(hash, n, BENCH_PASSWORD, BENCH_SALT, &mut out)?;
+                let took = t.elapsed();
+                if took >= Duration::from_millis(20) || n >= iterations || n >= 1 << 26 {
+                    return Ok(scale(took, f64::from(iterations) / f64::from(n)));
+                }
+                n = n.saturating_mul(4).min(iterations);
+            }
+        }
+        Pbkdf::Argon2i {
+            time,
+            memory_kib,
+            parallel,
+        }
+        | Pbkdf::Argon2id {
+            time,
+            memory_kib,
+            parallel,
+        } => {
+            let alg = if matches!(p, Pbkdf::Argon2i { .. }) {
+                Algorithm::Argon2i
+            } else {
+                Algorithm::Argon2id
+            };
+            let parallel = parallel.max(1);
+            let floor = MIN_ARGON2_MEMORY_KIB.max(parallel.saturating_mul(8));
+            let memory = memory_kib.max(floor);
+            let probe = memory.min(ESTIMATE_PROBE_KIB).max(floor);
+            let took = time_argon2(alg, 1, probe, parallel, out_len)?;
+            Ok(scale(
+                took,
+                f64::from(memory) / f64::from(probe) * f64::from(time.max(1)),
+            ))
+        }
+    }
+}
+
 fn time_argon2(
     alg: Algorithm,
     time: u32,
@@ -147,6 +202,38 @@ fn argon2_costs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn estimates_scale_with_the_cost_and_never_overflow() {
+        let small = estimate(
+            &Pbkdf::Pbkdf2 {
+                hash: HashAlg::Sha256,
+                iterations: 1000,
+            },
+            32,
+        )
+        .unwrap();
+        assert!(small < Duration::from_secs(1), "{small:?}");
+        let huge = estimate(
+            &Pbkdf::Pbkdf2 {
+                hash: HashAlg::Sha256,
+                iterations: u32::MAX,
+            },
+            64,
+        )
+        .unwrap();
+        assert!(huge > Duration::from_secs(60), "{huge:?}");
+        let argon = estimate(
+            &Pbkdf::Argon2id {
+                time: u32::MAX,
+                memory_kib: 1 << 20,
+                parallel: 4,
+            },
+            64,
+        )
+        .unwrap();
+        assert!(argon > Duration::from_secs(86_400), "{argon:?}");
+    }
 
     #[test]
     fn pbkdf2_floor_and_scale() {
