@@ -424,7 +424,9 @@ fn reverse_mode_never_serves_a_swapped_source() {
             ),
         }
     }
-    drop(m);
+    // Closed first: a mount with open files is busy and would stay behind.
+    drop((f, g));
+    m.unmount().unwrap();
 }
 
 /// The privilege escalation: as root with `--allow-other`, an unprivileged
