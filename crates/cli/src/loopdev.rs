@@ -1,5 +1,6 @@
 //! Loop devices and mounts through util-linux's `losetup`, `mount` and
-//! `umount`, and FUSE unmounts through `fusermount3` (fuse3).
+//! `umount`; the mount table and FUSE unmounts are
+//! [`cryptkeep_fuse::mountinfo`]'s.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -86,61 +87,6 @@ pub fn backing_file(dev: &str) -> Option<String> {
         .map(|s| s.trim_end().to_string())
 }
 
-/// One line of /proc/self/mountinfo: (mount source, mount point).
-fn mounts() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let target = left.split(' ').nth(4)?;
-            let source = right.split(' ').nth(1)?;
-            Some((unescape(source), unescape(target)))
-        })
-        .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 4])
-                .ok()
-                .and_then(|t| u8::from_str_radix(t, 8).ok())
-            {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Mount points whose source is `dev`, deepest first.
-pub fn mounts_of(dev: &str) -> Vec<String> {
-    let mut v: Vec<String> = mounts()
-        .into_iter()
-        .filter(|(s, _)| s == dev)
-        .map(|(_, t)| t)
-        .collect();
-    v.sort_by_key(|t| std::cmp::Reverse(t.len()));
-    v
-}
-
-/// Whether `dir` is a mount point.
-pub fn is_mountpoint(dir: &Path) -> bool {
-    let d = dir.display().to_string();
-    let canon = std::fs::canonicalize(dir)
-        .map(|p| p.display().to_string())
-        .unwrap_or(d.clone());
-    mounts().iter().any(|(_, t)| *t == d || *t == canon)
-}
-
 /// Mounts a block device on `dir` (`mount [-o ro] DEV DIR`).
 pub fn mount(dev: &str, dir: &Path, read_only: bool) -> CliResult<()> {
     let mut c = Command::new("mount");
@@ -170,47 +116,15 @@ pub fn umount(dir: &str) -> CliResult<()> {
     .map(|_| ())
 }
 
-/// Unmounts a FUSE mount (`fusermount3 -u`, lazily when `lazy`), falling
-/// back to umount(2) when fusermount3 is missing.
+/// Unmounts a FUSE mount (lazily when `lazy`), through the one unmount
+/// path of [`cryptkeep_fuse::mountinfo::unmount`].
 pub fn fuse_unmount(dir: &Path, lazy: bool) -> CliResult<()> {
-    let mut c = Command::new("fusermount3");
-    c.arg(if lazy { "-uz" } else { "-u" }).arg(dir);
-    let place = dir.display().to_string();
-    match run(
-        &mut c,
-        Code::Daemon,
-        "cannot unmount the FUSE file",
-        &place,
-        "retry: cryptkeep close NAME",
-    ) {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let flags = if lazy { libc::MNT_DETACH } else { 0 };
-            let cpath = std::ffi::CString::new(place.clone()).map_err(|_| e.clone())?;
-            // SAFETY: cpath is a valid NUL-terminated path.
-            if unsafe { libc::umount2(cpath.as_ptr(), flags) } == 0 {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_unescape() {
-        assert_eq!(unescape(r"/mnt/a\040b"), "/mnt/a b");
-        assert_eq!(unescape("/plain"), "/plain");
-        assert_eq!(unescape(r"/x\"), r"/x\");
-    }
-
-    #[test]
-    fn root_is_a_mountpoint() {
-        assert!(is_mountpoint(Path::new("/")));
-        assert!(mounts_of("/dev/nonexistent-ck").is_empty());
-    }
+    cryptkeep_fuse::mountinfo::unmount(dir, lazy).map_err(|e| {
+        CliError::new(
+            Code::Daemon,
+            format!("cannot unmount the FUSE file: {e}"),
+            dir.display().to_string(),
+            "retry: cryptkeep close NAME",
+        )
+    })
 }

@@ -12,7 +12,7 @@
 pub mod block;
 mod error;
 mod mount;
-mod mountinfo;
+pub mod mountinfo;
 pub mod ops;
 mod read_buf;
 mod session;

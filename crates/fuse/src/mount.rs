@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::mountinfo::{is_fuse_mounted, unmount_path, wait_for};
+use crate::mountinfo::{is_fuse_mounted, unmount, wait_for};
 use crate::ops::Ops;
 use crate::session::Session;
 use crate::Error;
@@ -207,7 +207,7 @@ impl Mount {
         // write-back still in flight): retry for up to two seconds.
         let mut tries = 0;
         loop {
-            match unmount_path(&self.mountpoint) {
+            match unmount(&self.mountpoint, false) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 40 => {
                     tries += 1;

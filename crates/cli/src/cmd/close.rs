@@ -78,7 +78,7 @@ pub fn run(a: Args) -> CliResult {
         }
     }
     let fuse = state::fuse_dir(&a.name);
-    if loopdev::is_mountpoint(&fuse) {
+    if cryptkeep_fuse::mountinfo::is_mount_point(&fuse) {
         loopdev::fuse_unmount(&fuse, true)?;
     }
     stop_keep(&st, &a.name)?;

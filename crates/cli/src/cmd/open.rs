@@ -95,7 +95,7 @@ fn claim(st: &State) -> CliResult<()> {
         serve::clean_stale(&old);
     } else if state::name_dir(&st.name).exists() {
         let fuse = state::fuse_dir(&st.name);
-        if crate::loopdev::is_mountpoint(&fuse) {
+        if cryptkeep_fuse::mountinfo::is_mount_point(&fuse) {
             let _ = crate::loopdev::fuse_unmount(&fuse, true);
         }
         state::remove(&st.name);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cryptkeep_crypto::{new_sector_cipher, Backend};
+use cryptkeep_fuse::mountinfo;
 use cryptkeep_fuse::{block_file_path, mount_block_file, BlockFileMount, BlockFileOptions};
 use cryptkeep_luks::{Luks, Segment};
 use cryptkeep_volume::{Engine, InlineCrypt, SectorCrypt};
@@ -209,19 +210,19 @@ pub fn wait_stopped(s: Serving) {
 /// and detaches the loop device if it still points at our FUSE file.
 pub fn teardown_io(st: &State) -> CliResult<()> {
     if let Some(mp) = &st.mountpoint {
-        if loopdev::is_mountpoint(Path::new(mp))
+        if mountinfo::is_mount_point(Path::new(mp))
             && st
                 .device
                 .as_deref()
-                .map(|d| loopdev::mounts_of(d).contains(mp))
+                .map(|d| mountinfo::mounts_of(Path::new(d)).contains(&PathBuf::from(mp)))
                 .unwrap_or(false)
         {
             loopdev::umount(mp)?;
         }
     }
     if let Some(dev) = &st.device {
-        for m in loopdev::mounts_of(dev) {
-            loopdev::umount(&m)?;
+        for m in mountinfo::mounts_of(Path::new(dev)) {
+            loopdev::umount(&m.to_string_lossy())?;
         }
         if let Some(back) = loopdev::backing_file(dev) {
             if back == st.file || back.starts_with(&st.file) {
@@ -254,7 +255,7 @@ pub fn attach_and_mount(st: &mut State, mount_dir: Option<&Path>) -> CliResult<(
 pub fn clean_stale(st: &State) {
     let _ = teardown_io(st);
     let fuse_dir = state::fuse_dir(&st.name);
-    if loopdev::is_mountpoint(&fuse_dir) {
+    if mountinfo::is_mount_point(&fuse_dir) {
         let _ = loopdev::fuse_unmount(&fuse_dir, true);
     }
     state::remove(&st.name);

@@ -12,7 +12,7 @@ use fuser::{Config, MountOption, Session, SessionACL};
 
 use super::fs::BlockFs;
 use super::{BlockFileOptions, BlockFileTuning};
-use crate::mountinfo::{unmount_path, wait_for};
+use crate::mountinfo::{unmount, wait_for};
 use crate::Error;
 
 /// How long to wait for a mount to show up in /proc/self/mountinfo.
@@ -131,7 +131,7 @@ impl BlockFileMount {
         if wait_for(&self.mountpoint, false, Duration::ZERO) {
             return Ok(());
         }
-        unmount_path(&self.mountpoint).map_err(|source| Error::Unmount {
+        unmount(&self.mountpoint, false).map_err(|source| Error::Unmount {
             path: self.mountpoint.clone(),
             source,
         })

@@ -251,22 +251,6 @@ pub fn ensure_run_dir() -> CliResult<Option<PathBuf>> {
     Ok(crate::rundir::make_dir(&d).ok().map(|_| d))
 }
 
-/// Whether `/proc/self/mountinfo` lists a mount at the canonical path `p`.
-pub fn is_mounted(p: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = p
-        .display()
-        .to_string()
-        .replace('\\', "\\134")
-        .replace(' ', "\\040")
-        .replace('\t', "\\011")
-        .replace('\n', "\\012");
-    info.lines()
-        .any(|l| l.split(' ').nth(4).is_some_and(|m| m == want))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,7 +142,7 @@ pub fn run(a: Args) -> CliResult {
             &e,
         )
     })?;
-    if common::is_mounted(&mountpoint) {
+    if cryptkeep_fuse::mountinfo::is_mount_point(&mountpoint) {
         return Err(CliError::new(
             Code::Busy,
             "something is already mounted there",
@@ -403,7 +403,7 @@ fn background(mut ctx: MountCtx) -> CliResult {
                 daemon::stop(child);
                 // A daemon stopped right after it mounted unmounts on
                 // SIGTERM; one that had to be killed leaves a dead mount.
-                if common::is_mounted(&mountpoint) {
+                if cryptkeep_fuse::mountinfo::is_mount_point(&mountpoint) {
                     let _ = unmount(&mountpoint);
                 }
                 return Err(e);
@@ -414,36 +414,16 @@ fn background(mut ctx: MountCtx) -> CliResult {
     }
 }
 
-/// `fusermount3 -u MOUNTPOINT`, retried for two seconds while busy.
+/// Unmounts MOUNTPOINT, retried for two seconds while busy.
 pub fn unmount(mp: &Path) -> CliResult {
-    let mut last = String::new();
-    for _ in 0..40 {
-        let out = std::process::Command::new("fusermount3")
-            .arg("-u")
-            .arg("--")
-            .arg(mp)
-            .output()
-            .map_err(|e| {
-                CliError::new(
-                    Code::Daemon,
-                    format!("cannot run fusermount3: {e}"),
-                    mp.display().to_string(),
-                    "install fuse3 (scripts/install-deps.sh)",
-                )
-            })?;
-        if out.status.success() {
-            return Ok(());
-        }
-        last = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        if !last.contains("busy") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    Err(CliError::new(
-        Code::Busy,
-        format!("unmounting failed: {last}"),
-        mp.display().to_string(),
-        "close the files and shells using it (see: fuser -m MOUNTPOINT), then retry",
-    ))
+    cryptkeep_fuse::mountinfo::unmount_when_idle(mp, std::time::Duration::from_secs(2)).map_err(
+        |e| {
+            CliError::new(
+                Code::Busy,
+                format!("unmounting failed: {e}"),
+                mp.display().to_string(),
+                "close the files and shells using it (see: fuser -m MOUNTPOINT), then retry",
+            )
+        },
+    )
 }

@@ -25,7 +25,7 @@ pub fn run(a: Args) -> CliResult {
             &e,
         )
     })?;
-    if !common::is_mounted(&mp) {
+    if !cryptkeep_fuse::mountinfo::is_mount_point(&mp) {
         return Err(CliError::new(
             Code::NotFound,
             "nothing is mounted there",
