@@ -19,10 +19,9 @@ mod volid;
 
 use clap::{Parser, Subcommand};
 
-/// The system allocator, switched to secret memory inside the keep (see
-/// `cryptkeep_keep::secret_heap`).
-#[global_allocator]
-static ALLOC: cryptkeep_keep::secret_heap::SwitchAlloc = cryptkeep_keep::secret_heap::SwitchAlloc;
+// The system allocator, switched to secret memory inside the keep (see
+// `cryptkeep_keep::secret_heap`).
+cryptkeep_keep::install_secret_heap!();
 
 use cmd::*;
 

@@ -31,6 +31,9 @@ const MIN_CLASS: usize = 4; // 16 bytes
 const CLASSES: usize = 29; // up to 2^28 = 256 MiB
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Set by the first allocation through [`SwitchAlloc`]: whether it is the
+/// global allocator (see [`installed`]).
+static SEEN: AtomicBool = AtomicBool::new(false);
 static WIPE_ORDINARY: AtomicBool = AtomicBool::new(false);
 static BASE: AtomicUsize = AtomicUsize::new(0);
 static END: AtomicUsize = AtomicUsize::new(0);
@@ -106,16 +109,58 @@ unsafe fn zeroize_block(p: *mut u8, n: usize) {
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
 
-/// The global allocator of the `cryptkeep` binary: the system allocator
-/// until [`activate`], the secret region after it. Frees go wherever the
-/// block came from.
+/// The global allocator of a program that runs keeps (the `cryptkeep`
+/// binary, or any host of [`crate::server`]): the system allocator until
+/// [`activate`], the secret region after it. Frees go wherever the block
+/// came from. Install it with [`install_secret_heap!`](crate::install_secret_heap).
 pub struct SwitchAlloc;
+
+/// Installs [`SwitchAlloc`] as the program's global allocator: the one
+/// line a program that runs a keep (`server::run_volume`, `run_overlay`,
+/// `run_runtime`) adds at its top level.
+///
+/// Why the host must do it: Rust has one global allocator per program,
+/// chosen when the program is linked; a library cannot choose it, and a
+/// keep's key schedules, cipher contexts and every buffer derived from a
+/// key are ordinary Rust allocations. With this allocator they land in
+/// `memfd_secret` memory once the keep has unlocked, and what was freed
+/// before (the passphrase, the KDF's work areas) is wiped. Until the keep
+/// activates the secret heap, it is the system allocator plus one load per
+/// allocation, so the rest of the program is not affected.
+///
+/// The servers check at start that it is installed and refuse to run
+/// without it (unless [`crate::server::ServerConfig::rust_heap`] says
+/// otherwise), with an error that names this macro.
+///
+/// ```
+/// cryptkeep_keep::install_secret_heap!();
+/// # fn main() { assert!(cryptkeep_keep::secret_heap::installed()); }
+/// ```
+#[macro_export]
+macro_rules! install_secret_heap {
+    () => {
+        #[global_allocator]
+        static CRYPTKEEP_SECRET_HEAP: $crate::secret_heap::SwitchAlloc =
+            $crate::secret_heap::SwitchAlloc;
+    };
+}
+
+/// Whether [`SwitchAlloc`] is this program's global allocator (it has
+/// served an allocation; this function makes one to be sure).
+pub fn installed() -> bool {
+    drop(std::hint::black_box(Box::new(0u64)));
+    SEEN.load(Ordering::Relaxed)
+}
 
 // SAFETY: both halves return blocks valid for the layout (the secret half
 // aligns blocks to their power-of-two size); dealloc routes each pointer to
 // the allocator that made it by address.
 unsafe impl GlobalAlloc for SwitchAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // Written once; every later allocation only reads a shared line.
+        if !SEEN.load(Ordering::Relaxed) {
+            SEEN.store(true, Ordering::Relaxed);
+        }
         if ACTIVE.load(Ordering::Relaxed) {
             return secret_alloc(layout.size(), layout.align());
         }
