@@ -221,10 +221,9 @@ impl Stdio3 {
         Some(Stdio3([dup(0)?, dup(1)?, dup(2)?]))
     }
 
-    /// Makes them the standard streams of `cmd`.
-    pub fn give_to(self, cmd: &mut std::process::Command) {
-        let [i, o, e] = self.0;
-        cmd.stdin(i).stdout(o).stderr(e);
+    /// The three descriptors, for a child's standard streams.
+    pub fn into_fds(self) -> [OwnedFd; 3] {
+        self.0
     }
 }
 

@@ -5,7 +5,6 @@
 //! system call kills it.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::Command;
 
 use cryptkeep_keep::calls::KeepCalls;
@@ -14,10 +13,18 @@ use cryptkeep_keep::{ops, proto, spawn};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cryptkeep");
 
-fn runtime(extra: &[&str]) -> ProcessKeep {
-    let mut args = vec!["__keep", "runtime"];
-    args.extend_from_slice(extra);
-    let (k, facts) = ProcessKeep::spawn(Path::new(BIN), args).expect("keep starts");
+/// A runtime keep.
+fn runtime() -> ProcessKeep {
+    start(&["__keep", "runtime"])
+}
+
+/// A volume keep with a random aes-xts-plain64 512-bit key.
+fn scratch_volume() -> ProcessKeep {
+    start(&["__keep", "scratch-volume", "--cipher", "aes-xts-plain64"])
+}
+
+fn start(args: &[&str]) -> ProcessKeep {
+    let (k, facts) = ProcessKeep::spawn(spawn::SpawnConfig::new(BIN, args)).expect("keep starts");
     assert!(
         facts
             .iter()
@@ -35,7 +42,7 @@ fn random(n: usize) -> Vec<u8> {
 
 #[test]
 fn operations_in_the_keep_agree_with_the_host() {
-    let k = runtime(&[]);
+    let k = runtime();
     k.null_call().unwrap();
     // Larger than one request, so the SHA-256 stream has several updates.
     let data = random(3 * k.max_request() + 12345);
@@ -67,8 +74,8 @@ fn operations_in_the_keep_agree_with_the_host() {
 
 #[test]
 fn sealed_blobs_do_not_open_in_another_keep() {
-    let a = runtime(&[]);
-    let b = runtime(&[]);
+    let a = runtime();
+    let b = runtime();
     let blob = a.seal(b"bound to keep a").unwrap();
     assert!(b.unseal(&blob).is_err());
     a.destroy().unwrap();
@@ -77,7 +84,7 @@ fn sealed_blobs_do_not_open_in_another_keep() {
 
 #[test]
 fn hostile_descriptors_fail_alone() {
-    let k = runtime(&["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    let k = scratch_volume();
     let c = k.client();
     let slot = c.max_request() as u64;
     let cases: [(u64, u32, u32); 5] = [
@@ -146,7 +153,7 @@ fn secretmem_range(pid: i32) -> Option<(u64, u64)> {
 #[test]
 fn the_keep_is_sandboxed_and_its_key_pages_unreadable() {
     use std::os::unix::fs::FileExt;
-    let k = runtime(&["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    let k = scratch_volume();
     let pid = k.pid();
     assert_eq!(status_field(pid, "Seccomp:"), "2", "seccomp filter mode");
     assert_eq!(status_field(pid, "NoNewPrivs:"), "1");
@@ -228,7 +235,7 @@ fn without_cap_sys_ptrace_the_keep_cannot_be_inspected() {
     );
     let _ = plain.kill();
     let _ = plain.wait();
-    let k = runtime(&[]);
+    let k = runtime();
     assert_eq!(
         status_field(k.pid(), "CapEff:"),
         "0000000000000000",
@@ -243,10 +250,14 @@ fn without_cap_sys_ptrace_the_keep_cannot_be_inspected() {
 
 #[test]
 fn a_forbidden_syscall_kills_the_keep() {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["__keep", "runtime"])
-        .env(cryptkeep_keep::service::SELFTEST_ENV, "forbidden-syscall");
-    let sp = spawn::spawn_command(cmd).unwrap();
+    let sp = spawn::spawn(spawn::SpawnConfig {
+        env: vec![(
+            cryptkeep_keep::service::SELFTEST_ENV.into(),
+            "forbidden-syscall".into(),
+        )],
+        ..spawn::SpawnConfig::new(BIN, ["__keep", "runtime"])
+    })
+    .unwrap();
     let mut child = sp.child;
     assert!(matches!(recv_hello(&sp.control), Ok(Hello::Ready { .. })));
     let st = child.wait().unwrap();
@@ -255,8 +266,8 @@ fn a_forbidden_syscall_kills_the_keep() {
 
 #[test]
 fn timed_repeats_run_inside_the_keep() {
-    // With a sector cipher, so the keep's secret heap is active too.
-    let k = runtime(&["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
+    // The runtime keep's heap is secret memory: RSA keys are made there.
+    let k = runtime();
     k.rsa_generate().unwrap();
     let mut rsa_ct = Vec::new();
     for (op, input, cap) in [
@@ -295,4 +306,121 @@ fn timed_repeats_run_inside_the_keep() {
     buf[..4].copy_from_slice(&proto::OP_NULL.to_le_bytes());
     assert!(k.call(proto::OP_REPEAT, u64::MAX, &mut buf, 4).is_err());
     k.destroy().unwrap();
+}
+
+/// The wire status of `op` with an empty request (`None`: it was answered).
+fn status_of(k: &ProcessKeep, op: u32) -> Option<u32> {
+    let mut buf = vec![0u8; 4096];
+    match k.call(op, 0, &mut buf, 0) {
+        Ok(_) => None,
+        Err(cryptkeep_keep::Error::Refused { status, .. }) => Some(status),
+        Err(e) => panic!("{}: {e}", proto::op_name(op)),
+    }
+}
+
+/// Every operation code outside `own` is refused as unsupported; none in
+/// `own` is; the keep stays up throughout and reports its kind.
+fn answers_only(k: ProcessKeep, kind: &str, own: &[u32], facts: &[(String, String)]) {
+    assert!(
+        facts.iter().any(|(f, v)| f == "keep" && v == kind),
+        "{facts:?}"
+    );
+    assert!(
+        facts
+            .iter()
+            .any(|(f, v)| f == "heap" && v == "memfd_secret (Rust and AWS-LC)"),
+        "{facts:?}"
+    );
+    for op in (0..64).chain([99, 1000, u32::MAX]) {
+        let s = status_of(&k, op);
+        if own.contains(&op) {
+            assert_ne!(
+                s,
+                Some(proto::STATUS_UNSUPPORTED),
+                "{kind} keep refused its own {}",
+                proto::op_name(op)
+            );
+        } else {
+            assert_eq!(
+                s,
+                Some(proto::STATUS_UNSUPPORTED),
+                "{kind} keep answered {} ({op})",
+                proto::op_name(op)
+            );
+        }
+    }
+    k.null_call().unwrap();
+    k.destroy().unwrap();
+}
+
+fn run_ok(args: &[&str]) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn each_kind_of_keep_answers_only_its_own_operations() {
+    let dir = std::env::temp_dir().join(format!("ck-kinds.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    std::fs::write(dir.join("key"), random(64)).unwrap();
+    std::fs::write(dir.join("pass"), "a password\n").unwrap();
+
+    // A volume keep that unlocked a real LUKS2 volume from its key file.
+    run_ok(&[
+        "format",
+        &d("vol"),
+        "--size",
+        "20M",
+        "--key-file",
+        &d("key"),
+        "--pbkdf",
+        "pbkdf2",
+        "--iter-time",
+        "10",
+        "--batch-mode",
+    ]);
+    let (k, facts) = ProcessKeep::spawn(spawn::SpawnConfig::new(
+        BIN,
+        ["__keep", "volume", &d("vol"), "--key-file", &d("key")],
+    ))
+    .expect("volume keep starts");
+    answers_only(k, "volume", proto::VOLUME_OPS, &facts);
+
+    // An overlay keep that unlocked a gocryptfs-format directory.
+    std::fs::create_dir_all(dir.join("cipher")).unwrap();
+    run_ok(&[
+        "fs",
+        "init",
+        &d("cipher"),
+        "--scryptn",
+        "10",
+        "--passfile",
+        &d("pass"),
+    ]);
+    let conf = dir.join("cipher/gocryptfs.conf");
+    let (k, facts) = ProcessKeep::spawn(spawn::SpawnConfig::new(
+        BIN,
+        [
+            "__keep",
+            "overlay",
+            &d("cipher"),
+            "--config",
+            conf.to_str().unwrap(),
+            "--passfile",
+            &d("pass"),
+        ],
+    ))
+    .expect("overlay keep starts");
+    answers_only(k, "overlay", proto::OVERLAY_OPS, &facts);
+
+    // The runtime keep: everything else, but no sector or file-system crypto.
+    let (k, facts) =
+        ProcessKeep::spawn(spawn::SpawnConfig::new(BIN, ["__keep", "runtime"])).unwrap();
+    answers_only(k, "runtime", proto::RUNTIME_OPS, &facts);
+    let _ = std::fs::remove_dir_all(&dir);
 }

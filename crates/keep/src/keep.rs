@@ -3,9 +3,7 @@
 //! shared-memory rings). SGX, SEV-SNP/TDX or TPM-backed keeps would
 //! implement the same trait (see docs/threat-model.md).
 
-use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
 use std::process::Child;
 
 use crate::shm::{Client, Slot};
@@ -115,18 +113,12 @@ impl ProcessKeep {
         })
     }
 
-    /// Creates a keep: starts `program args...` (e.g. `cryptkeep __keep
+    /// Creates a keep: starts it as `cfg` says (e.g. `cryptkeep __keep
     /// runtime`), waits for it to say READY and connects. Returns the keep
-    /// and the facts it reported (`secret_mem`, `sandbox`, ...).
-    pub fn spawn<I, S>(
-        program: &Path,
-        args: I,
-    ) -> Result<(ProcessKeep, Vec<(String, String)>), Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        let sp = spawn::spawn(program, args)?;
+    /// and the facts it reported (`secret_mem`, `sandbox`, ...). A keep
+    /// that failed to start is [`Error::Refused`] with its message.
+    pub fn spawn(cfg: spawn::SpawnConfig) -> Result<(ProcessKeep, Vec<(String, String)>), Error> {
+        let sp = spawn::spawn(cfg)?;
         let mut child = sp.child;
         match recv_hello(&sp.control) {
             Ok(Hello::Ready { arena, facts }) => {

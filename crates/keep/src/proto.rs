@@ -70,11 +70,46 @@ pub const OP_NAMES_ENCRYPT: u32 = 20;
 /// EME-decrypt several names; input and output as [`OP_NAMES_ENCRYPT`].
 pub const OP_NAMES_DECRYPT: u32 = 21;
 
+/// What a volume keep answers ([`crate::server::run_volume`]): the null
+/// call and sector crypto with the volume's key.
+pub const VOLUME_OPS: &[u32] = &[OP_NULL, OP_ENCRYPT_SECTORS, OP_DECRYPT_SECTORS];
+/// What an overlay keep answers ([`crate::server::run_overlay`]): the
+/// null call, content blocks and names with the file system's keys.
+pub const OVERLAY_OPS: &[u32] = &[
+    OP_NULL,
+    OP_OVERLAY_SEAL,
+    OP_OVERLAY_OPEN,
+    OP_NAME_ENCRYPT,
+    OP_NAME_DECRYPT,
+    OP_NAMES_ENCRYPT,
+    OP_NAMES_DECRYPT,
+];
+/// What a runtime keep answers ([`crate::server::run_runtime`]): the
+/// null call, SHA-256 (one-shot and streamed), seal/unseal, AES-256-GCM,
+/// RSA-2048 and the timed repeat of any of these.
+pub const RUNTIME_OPS: &[u32] = &[
+    OP_NULL,
+    OP_SHA256,
+    OP_SEAL,
+    OP_UNSEAL,
+    OP_GCM_ENCRYPT,
+    OP_GCM_DECRYPT,
+    OP_RSA_GENERATE,
+    OP_RSA_ENCRYPT,
+    OP_RSA_DECRYPT,
+    OP_RSA_SIGN,
+    OP_SHA256_BEGIN,
+    OP_SHA256_UPDATE,
+    OP_SHA256_FINISH,
+    OP_REPEAT,
+];
+
 /// Success.
 pub const STATUS_OK: u32 = 0;
 /// The descriptor was malformed (range, overlap, length); nothing was done.
 pub const STATUS_BAD_DESCRIPTOR: u32 = 1;
-/// The operation code is unknown or not available in this keep.
+/// The operation code is unknown or not one this kind of keep answers
+/// ([`VOLUME_OPS`], [`OVERLAY_OPS`], [`RUNTIME_OPS`]); nothing was done.
 pub const STATUS_UNSUPPORTED: u32 = 2;
 /// The operation ran and failed (bad tag, wrong length, crypto error).
 pub const STATUS_FAILED: u32 = 3;

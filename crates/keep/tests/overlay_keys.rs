@@ -1,5 +1,5 @@
 //! The overlay's key holder over the keep's wire format: a file system
-//! whose keys stay in a [`KeepHandler`] (reached through the same `Keep`
+//! whose keys stay in an [`OverlayHandler`] (reached through the same `Keep`
 //! trait and slot requests the process keep uses) writes what in-process
 //! ciphers read and the reverse, runs longer than one slot are split,
 //! tampering names its block, and malformed requests are refused with a
@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use cryptkeep_crypto::Backend;
-use cryptkeep_keep::handler::KeepHandler;
 use cryptkeep_keep::keep::{Keep, SlotAccess};
 use cryptkeep_keep::ops::dispatch::Ops;
 use cryptkeep_keep::ops::seal::SealKey;
 use cryptkeep_keep::overlay_keys::KeepKeyHolder;
 use cryptkeep_keep::proto::*;
+use cryptkeep_keep::server::{OverlayHandler, RuntimeHandler};
 use cryptkeep_keep::shm::Handler;
 use cryptkeep_keep::Error;
 use cryptkeep_overlay::{
@@ -23,7 +23,7 @@ use cryptkeep_overlay::{
 /// A keep in this process: requests go straight to the handler, through a
 /// slot buffer like the shared one (so lengths and caps are exercised).
 struct LocalKeep {
-    handler: KeepHandler,
+    handler: OverlayHandler,
     slot: usize,
     /// Slot requests made so far.
     requests: std::sync::atomic::AtomicUsize,
@@ -38,7 +38,7 @@ fn refused(op: u32, status: u32) -> Error {
 }
 
 struct LocalSlot<'a> {
-    h: &'a KeepHandler,
+    h: &'a OverlayHandler,
     buf: Vec<u8>,
 }
 
@@ -114,7 +114,7 @@ fn setup(opts: InitOptions, slot: usize) -> (CipherDir, CipherDir, Arc<LocalKeep
     let local = CipherDir::from_parts(root, cfg.clone(), &mk, Backend::default()).unwrap();
     let keys = HeldKeys::derive(&mk, &cfg, Backend::default()).unwrap();
     let keep = Arc::new(LocalKeep {
-        handler: KeepHandler::new(None, Ops::new(SealKey::random())).with_overlay(keys),
+        handler: OverlayHandler::new(keys),
         slot,
         requests: Default::default(),
     });
@@ -299,8 +299,8 @@ fn malformed_overlay_requests_are_refused() {
         h.handle(OP_NAMES_DECRYPT, 0, &mut buf, 17),
         Err(STATUS_BAD_DESCRIPTOR)
     );
-    // A keep without overlay keys does not serve these operations.
-    let plain = KeepHandler::new(None, Ops::new(SealKey::random()));
+    // A runtime keep does not serve these operations.
+    let plain = RuntimeHandler::new(Ops::new(SealKey::random()));
     assert_eq!(
         plain.handle(OP_NAME_ENCRYPT, 0, &mut buf, 48),
         Err(STATUS_UNSUPPORTED)

@@ -4,7 +4,7 @@
 //! socket, as the real keep does.
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,10 +88,14 @@ struct Peer {
 }
 
 fn start() -> Peer {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_server", "--nocapture"])
-        .env(CHILD_ENV, "1");
-    let sp = spawn::spawn_command(cmd).unwrap();
+    let sp = spawn::spawn(spawn::SpawnConfig {
+        env: vec![(CHILD_ENV.into(), "1".into())],
+        ..spawn::SpawnConfig::new(
+            std::env::current_exe().unwrap(),
+            ["--exact", "child_server", "--nocapture"],
+        )
+    })
+    .unwrap();
     let (msg, fd) = control::recv(sp.control.as_fd()).unwrap();
     assert_eq!(msg, b"READY");
     let fd = fd.expect("the arena comes with READY");

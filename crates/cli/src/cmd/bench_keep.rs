@@ -5,7 +5,6 @@
 //! host/keep pair is measured in the same run, and printed with the
 //! report's SGX figures beside ours.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,7 @@ use cryptkeep_keep::calls::KeepCalls;
 use cryptkeep_keep::keep::{Keep, ProcessKeep};
 use cryptkeep_keep::ops;
 use cryptkeep_keep::proto;
+use cryptkeep_keep::spawn::SpawnConfig;
 use cryptkeep_volume::{InlineCrypt, SectorCrypt};
 
 use crate::exit::{from_crypto, CliError, CliResult, Code};
@@ -49,14 +49,27 @@ fn keep_err(e: impl std::fmt::Display) -> CliError {
     )
 }
 
-fn spawn_runtime(sector: bool) -> CliResult<ProcessKeep> {
-    let mut args = vec!["__keep", "runtime"];
-    if sector {
-        args.extend(["--sector-cipher", "aes-xts-plain64", "--key-size", "512"]);
-    }
-    ProcessKeep::spawn(Path::new("/proc/self/exe"), args)
-        .map(|(k, _)| k)
-        .map_err(keep_err)
+/// A runtime keep, or (`sector`) a volume keep with a random
+/// aes-xts-plain64 512-bit key.
+fn spawn_keep(sector: bool) -> CliResult<ProcessKeep> {
+    let args: &[&str] = if sector {
+        &[
+            "__keep",
+            "scratch-volume",
+            "--cipher",
+            "aes-xts-plain64",
+            "--key-size",
+            "512",
+        ]
+    } else {
+        &["__keep", "runtime"]
+    };
+    ProcessKeep::spawn(SpawnConfig {
+        args: args.iter().map(Into::into).collect(),
+        ..SpawnConfig::default()
+    })
+    .map(|(k, _)| k)
+    .map_err(keep_err)
 }
 
 fn us(d: Duration) -> f64 {
@@ -72,12 +85,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub fn run(a: Args) -> CliResult {
     println!("# cryptkeep bench keep (the secGear report's tables; the TresorSGX report's throughput question)\n");
     lifecycle(&a)?;
-    let keep = spawn_runtime(true)?;
+    let keep = spawn_keep(false)?;
     calls(&keep)?;
     sha(&keep, a.sha_mib)?;
     gcm(&keep)?;
     rsa(&keep)?;
-    let keep = Arc::new(keep);
+    keep.destroy().map_err(keep_err)?;
+    let keep = Arc::new(spawn_keep(true)?);
     sectors(keep.clone(), &a)?;
     if let Ok(k) = Arc::try_unwrap(keep) {
         k.destroy().map_err(keep_err)?;
@@ -89,7 +103,7 @@ fn lifecycle(a: &Args) -> CliResult {
     let (mut c, mut d) = (Vec::new(), Vec::new());
     for _ in 0..a.lifecycles.max(1) {
         let t = Instant::now();
-        let k = spawn_runtime(false)?;
+        let k = spawn_keep(false)?;
         k.null_call().map_err(keep_err)?;
         c.push(us(t.elapsed()));
         let t = Instant::now();

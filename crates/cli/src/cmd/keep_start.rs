@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Child;
 
 use cryptkeep_keep::keep::{recv_hello, Hello};
 use cryptkeep_keep::spawn;
@@ -62,7 +62,7 @@ pub fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
 /// Spawns `cryptkeep ARGS...` as a keep and waits until it has unlocked
 /// `what` (or failed: its error, with its exit code, becomes ours). `log`
 /// is where the keep writes once it serves. The keep dies with the calling
-/// thread (see [`spawn::spawn_command`]); SIGTERM, SIGINT or SIGHUP while
+/// thread (see [`spawn::spawn`]); SIGTERM, SIGINT or SIGHUP while
 /// it derives the key kill it and give [`interrupt::interrupted`].
 pub fn spawn_and_wait(
     args: Vec<OsString>,
@@ -71,12 +71,12 @@ pub fn spawn_and_wait(
     stdio: Option<Stdio3>,
 ) -> CliResult<KeepStarted> {
     let signals = Signals::block()?;
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.args(args);
-    if let Some(s) = stdio {
-        s.give_to(&mut cmd);
-    }
-    let sp = spawn::spawn_command(cmd).map_err(|e| {
+    let cfg = spawn::SpawnConfig {
+        args,
+        stdio: stdio.map(Stdio3::into_fds),
+        ..spawn::SpawnConfig::default()
+    };
+    let sp = spawn::spawn(cfg).map_err(|e| {
         CliError::new(
             Code::Daemon,
             format!("cannot start the keep: {e}"),

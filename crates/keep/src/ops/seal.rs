@@ -1,11 +1,8 @@
 //! Sealing: a blob only a keep with the same sealing key opens
-//! (docs/format/sealed-blob.md). The key is HKDF-SHA256 (RFC 5869) of the
-//! volume key, so blobs sealed by a volume's keep open again whenever that
-//! volume is unlocked, like SGX's MRENCLAVE-bound sealing; a keep without a
-//! volume uses a random key. Blob: `"CKS1" ‖ nonce(12) ‖ ct ‖ tag(16)`,
+//! (docs/format/sealed-blob.md). Only the runtime keep seals; its key is
+//! random and lives as long as the keep. Blob: `"CKS1" ‖ nonce(12) ‖ ct ‖ tag(16)`,
 //! AES-256-GCM with the magic as associated data.
 
-use cryptkeep_crypto::HashAlg;
 use zeroize::Zeroizing;
 
 use super::gcm::{Gcm, OVERHEAD};
@@ -15,25 +12,12 @@ use crate::Error;
 pub const MAGIC: &[u8; 4] = b"CKS1";
 /// Bytes a sealed blob adds to its content.
 pub const SEAL_OVERHEAD: usize = 4 + OVERHEAD;
-const SALT: &[u8] = b"cryptkeep seal v1";
 
 /// A sealing key (the key bytes are wiped once the cipher is set up).
 pub struct SealKey(Gcm);
 
 impl SealKey {
-    /// HKDF-SHA256(ikm = volume key, salt = "cryptkeep seal v1",
-    /// info = `context`, e.g. the volume UUID), 32 bytes.
-    pub fn derive(volume_key: &[u8], context: &[u8]) -> SealKey {
-        let prk = Zeroizing::new(HashAlg::Sha256.hmac(SALT, volume_key));
-        let mut info = context.to_vec();
-        info.push(1);
-        let okm = Zeroizing::new(HashAlg::Sha256.hmac(&prk, &info));
-        let mut k = Zeroizing::new([0u8; 32]);
-        k.copy_from_slice(&okm[..32]);
-        SealKey(Gcm::new(&k))
-    }
-
-    /// A random key (a keep that holds no volume).
+    /// A random key, made when the runtime keep starts.
     pub fn random() -> SealKey {
         let mut k = Zeroizing::new([0u8; 32]);
         // If the system RNG failed, sealing would be unsafe: refuse loudly.

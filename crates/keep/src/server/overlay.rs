@@ -1,0 +1,103 @@
+//! The overlay keep: holds a gocryptfs file system's content and name keys
+//! and answers block sealing/opening and name encryption with them
+//! ([`crate::proto::OVERLAY_OPS`]), nothing else.
+
+use cryptkeep_crypto::Backend;
+use cryptkeep_overlay::{Config, HeldKeys, MasterKey};
+
+use super::{Facts, Prepared, ServerConfig};
+use crate::keep::Failure;
+use crate::proto::*;
+use crate::shm::Handler;
+
+/// What the host's unlock step hands the overlay keep: the unwrapped
+/// master key (wiped once the keep has derived its keys from it) and the
+/// file system's configuration (feature flags, content cipher).
+pub struct OverlayKey {
+    /// The master key.
+    pub master_key: MasterKey,
+    /// The cipher directory's `gocryptfs.conf`.
+    pub config: Config,
+    /// Which implementation of the ciphers to use.
+    pub backend: Backend,
+    /// The cipher directory, for messages.
+    pub place: String,
+    /// Facts for READY and the log (`unlocked`, ...).
+    pub facts: Facts,
+}
+
+/// Runs an overlay keep: `unlock` (the host's: read the password, run
+/// scrypt, unwrap the master key) gives the master key; the keep derives
+/// the content and name keys in secret memory and serves [`OVERLAY_OPS`]
+/// until its peer closes the channel. Call it from the main thread of the
+/// process the spawner started; returns as [`super::run_volume`] does.
+pub fn run_overlay(
+    mut cfg: ServerConfig,
+    unlock: impl FnOnce() -> Result<OverlayKey, Failure>,
+) -> Result<(), Failure> {
+    let (control, lc_hooked) = super::start(&mut cfg)?;
+    let prepared = match prepare(unlock) {
+        Ok(p) => p,
+        Err(f) => return Err(super::tell(&control, f)),
+    };
+    // As for a volume: scrypt, unwrapping and key setup ran below this
+    // frame; wipe all of it and the vector registers.
+    crate::wipe::wipe_stack();
+    super::serve(cfg, control, lc_hooked, prepared)
+}
+
+// Not inlined: its frames (and the unlock's) must lie below run_overlay's,
+// where wipe_stack wipes.
+#[inline(never)]
+fn prepare(
+    unlock: impl FnOnce() -> Result<OverlayKey, Failure>,
+) -> Result<Prepared<OverlayHandler>, Failure> {
+    let k = unlock()?;
+    super::activate_heap();
+    let keys = HeldKeys::derive(&k.master_key, &k.config, k.backend).map_err(|e| Failure {
+        code: super::EXIT_KEEP,
+        what: e.to_string(),
+        place: k.place.clone(),
+        hint: "check the file system's gocryptfs.conf".into(),
+    })?;
+    let OverlayKey {
+        master_key, facts, ..
+    } = k;
+    drop(master_key);
+    let mut all = vec![
+        ("keep", "overlay".to_string()),
+        ("secret_mem", super::heap_kind().to_string()),
+    ];
+    all.extend(facts);
+    Ok(Prepared {
+        handler: OverlayHandler::new(keys),
+        secret: None,
+        facts: all,
+    })
+}
+
+/// The overlay keep's request handler: [`OVERLAY_OPS`] with the file
+/// system's keys (layouts in docs/format/keep-rings.md).
+pub struct OverlayHandler {
+    keys: HeldKeys,
+}
+
+impl OverlayHandler {
+    /// A handler serving `keys`.
+    pub fn new(keys: HeldKeys) -> OverlayHandler {
+        OverlayHandler { keys }
+    }
+}
+
+impl Handler for OverlayHandler {
+    fn handle(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32> {
+        match op {
+            OP_NULL => Ok(0),
+            OP_OVERLAY_SEAL | OP_OVERLAY_OPEN | OP_NAME_ENCRYPT | OP_NAME_DECRYPT
+            | OP_NAMES_ENCRYPT | OP_NAMES_DECRYPT => {
+                crate::ops::overlay::handle(&self.keys, op, arg, buf, in_len)
+            }
+            _ => Err(STATUS_UNSUPPORTED),
+        }
+    }
+}
