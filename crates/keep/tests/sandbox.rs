@@ -12,8 +12,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 
+use cryptkeep_keep::keep::{recv_hello, Hello};
 use cryptkeep_keep::sandbox::{self, landlock, seccomp};
 use cryptkeep_keep::secret_mem::{SecretKind, SecretMem, NO_MEMFD_SECRET_ENV};
+use cryptkeep_keep::{server, spawn};
 
 const CASE_ENV: &str = "KEEP_SANDBOX_CHILD";
 const MARKER: [u8; 32] = *b"cryptkeep-sandbox-marker-0123456";
@@ -38,8 +40,19 @@ fn child() {
         "seccomp_tsync" => child_seccomp_tsync(),
         "landlock" => child_landlock(),
         "fds" => child_fds(),
+        "server_secret_heap" => child_server(server::RustHeap::Secret),
+        "server_ordinary_heap" => child_server(server::RustHeap::Ordinary),
         other => panic!("unknown child case {other}"),
     }
+}
+
+/// A runtime keep in this binary, which installs no secret heap.
+fn child_server(rust_heap: server::RustHeap) {
+    let r = server::run_runtime(server::ServerConfig {
+        rust_heap,
+        ..server::ServerConfig::default()
+    });
+    exit_now(r.map_or_else(|f| f.code, |()| 0));
 }
 
 fn exit_now(code: i32) -> ! {
@@ -629,4 +642,46 @@ fn close_fds_except_leaves_exactly_the_listed() {
         "{}",
         text(&o)
     );
+}
+
+/// Starts this binary as a keep (`case`) and returns its first message.
+fn keep_hello(case: &str) -> (Hello, std::process::Child) {
+    let sp = spawn::spawn(spawn::SpawnConfig {
+        env: vec![(CASE_ENV.into(), case.into())],
+        ..spawn::SpawnConfig::new(
+            std::env::current_exe().unwrap(),
+            ["--exact", "child", "--nocapture", "--test-threads=1"],
+        )
+    })
+    .unwrap();
+    (recv_hello(&sp.control).unwrap(), sp.child)
+}
+
+#[test]
+fn a_host_without_the_secret_heap_is_refused_unless_it_accepts_that() {
+    // This test binary installs no global allocator.
+    assert!(!cryptkeep_keep::secret_heap::installed());
+    let (hello, mut child) = keep_hello("server_secret_heap");
+    let Hello::Failed(f) = hello else {
+        panic!("a keep without the secret heap started: {hello:?}");
+    };
+    assert_eq!(f.code, server::EXIT_KEEP);
+    assert!(f.what.contains("no secret heap"), "{f:?}");
+    assert!(
+        f.hint.contains("cryptkeep_keep::install_secret_heap!();"),
+        "{f:?}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(server::EXIT_KEEP));
+    // Accepted: it serves, and says where its heap is.
+    let (hello, mut child) = keep_hello("server_ordinary_heap");
+    let Hello::Ready { facts, .. } = hello else {
+        panic!("{hello:?}");
+    };
+    let heap = facts
+        .iter()
+        .find(|(k, _)| k == "heap")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(heap, Some("memfd_secret (AWS-LC only; Rust heap ordinary)"));
+    let _ = child.kill();
+    let _ = child.wait();
 }
