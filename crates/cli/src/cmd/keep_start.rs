@@ -12,11 +12,10 @@ use std::process::Child;
 use cryptkeep_keep::keep::{recv_hello, Hello};
 use cryptkeep_keep::spawn;
 
-use super::open::Args;
 use crate::daemon::Stdio3;
 use crate::exit::{CliError, CliResult, Code};
 use crate::interrupt::{self, Signals};
-use crate::state::{self, KeepState};
+use crate::state::KeepState;
 
 /// A keep that unlocked the volume and serves it.
 pub struct KeepStarted {
@@ -28,35 +27,6 @@ pub struct KeepStarted {
     pub pid: i32,
     /// What `status` shows about it.
     pub state: KeepState,
-}
-
-/// The arguments of `cryptkeep __keep volume` for `open` of NAME.
-pub fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
-    let mut v: Vec<OsString> = vec!["__keep".into(), "volume".into(), a.volume.clone().into()];
-    let mut opt = |k: &str, val: OsString| {
-        v.push(k.into());
-        v.push(val);
-    };
-    if let Some(h) = &a.header {
-        opt("--header", h.clone().into());
-    }
-    if let Some(f) = &a.key.key_file {
-        opt("--key-file", f.clone().into());
-    }
-    if let Some(n) = a.key.keyfile_size {
-        opt("--keyfile-size", n.to_string().into());
-    }
-    opt("--keyfile-offset", a.key.keyfile_offset.to_string().into());
-    if let Some(s) = a.key_slot {
-        opt("--key-slot", s.to_string().into());
-    }
-    let backend = match a.crypto_backend {
-        super::common::BackendArg::Accelerated => "accelerated",
-        super::common::BackendArg::Portable => "portable",
-    };
-    opt("--crypto-backend", backend.into());
-    opt("--log", state::log_path(name).into());
-    v
 }
 
 /// Spawns `cryptkeep ARGS...` as a keep and waits until it has unlocked

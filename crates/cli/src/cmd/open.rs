@@ -2,6 +2,7 @@
 //! decrypted data as a FUSE file on a direct-I/O loop device; prints the
 //! device. Runs a daemon unless `--foreground`.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -9,7 +10,6 @@ use clap::Args as ClapArgs;
 use cryptkeep_luks::LuksVersion;
 
 use super::common::{self, BackendArg, KeyFileArgs, TypeArg};
-use super::keep_start;
 use super::serve::{self, OpenCtx};
 use crate::daemon::{self, Forked};
 use crate::exit::{from_luks, CliError, CliResult, Code};
@@ -238,7 +238,7 @@ pub fn run(a: Args) -> CliResult {
             st.keep = Some(state::KeepState::inline());
             None
         }
-        KeepArg::Process => Some(keep_start::keep_args(&a, &st.name)),
+        KeepArg::Process => Some(keep_args(&a, &st.name)),
     };
     // How long the keyslot KDF will take is said once the daemon is forked
     // (the probe may start threads); the progress line is drawn by the
@@ -397,4 +397,33 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress)
             Ok(())
         }
     }
+}
+
+/// The arguments of `cryptkeep __keep volume` for `open` of NAME.
+fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
+    let mut v: Vec<OsString> = vec!["__keep".into(), "volume".into(), a.volume.clone().into()];
+    let mut opt = |k: &str, val: OsString| {
+        v.push(k.into());
+        v.push(val);
+    };
+    if let Some(h) = &a.header {
+        opt("--header", h.clone().into());
+    }
+    if let Some(f) = &a.key.key_file {
+        opt("--key-file", f.clone().into());
+    }
+    if let Some(n) = a.key.keyfile_size {
+        opt("--keyfile-size", n.to_string().into());
+    }
+    opt("--keyfile-offset", a.key.keyfile_offset.to_string().into());
+    if let Some(s) = a.key_slot {
+        opt("--key-slot", s.to_string().into());
+    }
+    let backend = match a.crypto_backend {
+        BackendArg::Accelerated => "accelerated",
+        BackendArg::Portable => "portable",
+    };
+    opt("--crypto-backend", backend.into());
+    opt("--log", state::log_path(name).into());
+    v
 }
