@@ -509,7 +509,14 @@ fn loadable_headers_are_refused_where_used() {
         cryptkeep_luks::backup::write_backup(l, f, &out)?;
         Err(cryptkeep_luks::Error::WrongVolumeKey)
     };
-    let cases: Vec<(LuksVersion, &str, Box<dyn Fn(&mut Vec<u8>)>, Check, &str)> = vec![
+    type Case = (
+        LuksVersion,
+        &'static str,
+        Box<dyn Fn(&mut Vec<u8>)>,
+        Check,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
         (
             LuksVersion::V1,
             "v1 payload 0 attached",
