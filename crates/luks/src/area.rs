@@ -50,26 +50,35 @@ pub(crate) fn open_material(
     )?)
 }
 
-#[allow(clippy::too_many_arguments)]
-/// AF-split `volume_key`, encrypt it with the keyslot key and write it at `offset`.
-pub(crate) fn store_material(
-    io: &dyn BlockIo,
-    offset: u64,
+/// AF-split `volume_key` and encrypt it with the keyslot key, in memory:
+/// the material of a new keyslot, ready for [`write_material`]. Nothing is
+/// written, so a caller can check everything else before the first write.
+pub(crate) fn seal_material(
     spec: &CipherSpec,
     slot_key: &[u8],
     volume_key: &[u8],
     af_hash: HashAlg,
     backend: Backend,
-    what: &str,
-) -> Result<(), Error> {
-    let len = material_len(volume_key.len(), AF_STRIPES) as usize;
+) -> Result<SecretBytes, Error> {
+    let len = usize::try_from(material_len(volume_key.len(), AF_STRIPES))
+        .map_err(|_| Error::InvalidArgument("volume key too long".into()))?;
     let split = af::split(volume_key, AF_STRIPES, af_hash)?;
     let mut buf = SecretBytes::new(len);
     let n = split.len().min(len);
     buf.as_mut_slice()[..n].copy_from_slice(&split.as_slice()[..n]);
     let cipher = new_sector_cipher(spec, slot_key, backend)?;
     cipher.encrypt(buf.as_mut_slice(), AREA_SECTOR as usize, 0, 1)?;
-    io::write_all(io, buf.as_slice(), offset, what)?;
+    Ok(buf)
+}
+
+/// Write sealed key material at `offset` and sync.
+pub(crate) fn write_material(
+    io: &dyn BlockIo,
+    offset: u64,
+    material: &SecretBytes,
+    what: &str,
+) -> Result<(), Error> {
+    io::write_all(io, material.as_slice(), offset, what)?;
     io::sync(io, what)
 }
 

@@ -53,8 +53,8 @@ impl fmt::Display for Error {
             ),
             Error::BadHeader { what } => write!(
                 f,
-                "invalid LUKS header: {what}; the header is damaged or was not written by cryptsetup — \
-                 nothing was written; restore a header backup or try `cryptsetup repair`"
+                "invalid LUKS header: {what}; the header is damaged or was not written by cryptsetup; \
+                 restore a header backup or try `cryptsetup repair`"
             ),
             Error::WrongPassphrase => write!(
                 f,

@@ -137,11 +137,26 @@ impl Luks {
         }
     }
 
-    /// Bytes a header backup must copy.
+    /// Bytes of header and keyslot areas on the device, which a header
+    /// backup holds (cryptsetup pads its backup file with zeros to a multiple
+    /// of 4096). Never more than the device `load` read it from.
     pub fn header_len(&self) -> u64 {
         match &self.inner {
             Inner::V1(l) => l.header_len(),
             Inner::V2(l) => l.header_len(),
+        }
+    }
+
+    /// Refuses (with [`Error::BadHeader`]) a header whose data would start
+    /// inside its own header or keyslot areas, for a volume whose header is
+    /// on the data device itself (no `--header`). A data offset of 0 is what
+    /// a detached header holds; on the same device, the first write to the
+    /// data would destroy the header. Call it before serving the data of a
+    /// volume with an attached header (cryptsetup's `open` refuses the same).
+    pub fn check_attached(&self) -> Result<(), Error> {
+        match &self.inner {
+            Inner::V1(l) => l.check_attached(),
+            Inner::V2(l) => l.check_attached(),
         }
     }
 

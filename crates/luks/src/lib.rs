@@ -12,13 +12,15 @@
 //! path (sector encryption of the payload) belongs to the volume engine,
 //! which takes a [`Segment`] and the volume key from [`Luks::unlock`].
 //!
-//! Map: [`io`] (BlockIo, MemIo) · [`error`] · [`area`] (key-material areas,
+//! Map: [`io`] (BlockIo, MemIo) · [`error`] · [`backup`] (header backup
+//! and restore, streamed) · [`area`] (key-material areas,
 //! AF + 512-byte-sector encryption, wipes) · [`luks1`] (`header`, `layout`,
 //! `keyslot`, `dump`) · [`luks2`] (`binary_header`, `json` model, `validate`,
 //! `disk` copies, `recovery`, `keyslot`, `digest`, `segment`, `config`,
 //! `format`, `dump`) · [`Luks`] the version-independent facade.
 
 pub mod area;
+pub mod backup;
 pub mod error;
 pub mod io;
 pub mod luks1;

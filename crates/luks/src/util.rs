@@ -9,7 +9,12 @@ pub(crate) fn round_up(v: u64, align: u64) -> u64 {
 }
 
 /// A NUL-padded C string field: the bytes up to the first NUL, as UTF-8.
+/// Like cryptsetup (`hdr_from_disk`, `_check_and_convert_hdr`), the last
+/// byte of the field is treated as NUL even when it is not, so a field
+/// without a terminator reads as its first `len - 1` bytes and is written
+/// back terminated.
 pub(crate) fn c_str(field: &[u8], what: &str) -> Result<String, Error> {
+    let field = &field[..field.len().saturating_sub(1)];
     let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
     std::str::from_utf8(&field[..end])
         .map(str::to_owned)
@@ -92,6 +97,18 @@ pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Why `spec` cannot take a key of `key_bytes`, if it cannot (for errors
+/// about header fields: the crypto crate's message speaks to a user's option).
+pub(crate) fn key_misfit(spec: &cryptkeep_crypto::CipherSpec, key_bytes: usize) -> Option<String> {
+    match spec.check_key_size(key_bytes) {
+        Ok(()) => None,
+        Err(cryptkeep_crypto::Error::InvalidKeySize { allowed, .. }) => Some(format!(
+            "{spec} takes a key of {allowed} bytes, not {key_bytes}"
+        )),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// Fresh random bytes.
 pub(crate) fn random_bytes(n: usize) -> Result<Vec<u8>, Error> {
     let mut v = vec![0u8; n];
@@ -117,6 +134,8 @@ mod tests {
         put_c_str(&mut f, "aes", "cipher").unwrap();
         assert_eq!(c_str(&f, "cipher").unwrap(), "aes");
         assert!(put_c_str(&mut f, "12345678", "cipher").is_err());
+        // No terminator: the last byte counts as NUL, as in cryptsetup.
+        assert_eq!(c_str(b"abcdefgh", "label").unwrap(), "abcdefg");
     }
 
     #[test]

@@ -30,7 +30,7 @@ fn edit_json(img: &mut [u8], f: &dyn Fn(&mut Value)) {
 /// Recompute the sha256 checksum of the copy at `base`.
 fn fix_csum(img: &mut [u8], base: usize) {
     let hdr_size = u64::from_be_bytes(img[base + 8..base + 16].try_into().unwrap()) as usize;
-    let hdr_size = hdr_size.min(img.len() - base);
+    let hdr_size = hdr_size.min(img.len() - base).max(512);
     let mut copy = img[base..base + hdr_size].to_vec();
     copy[448..512].fill(0);
     let sum = HashAlg::Sha256.digest(&copy);
@@ -171,6 +171,67 @@ fn luks2_generators() -> Vec<Gen> {
         json_gen("kdf salt length", "kdf.salt is 3 bytes", |v| {
             v["keyslots"]["0"]["kdf"]["salt"] = "YWJj".into()
         }),
+        // Every field that sizes an allocation or places an offset, at the
+        // extremes of its type.
+        (
+            "hdr_size all ones",
+            "hdr_size",
+            Box::new(|img: &mut Vec<u8>| both_bin(img, 8, &u64::MAX.to_be_bytes())),
+        ),
+        (
+            "hdr_size 0",
+            "hdr_size",
+            Box::new(|img: &mut Vec<u8>| both_bin(img, 8, &0u64.to_be_bytes())),
+        ),
+        (
+            "hdr_offset all ones",
+            "hdr_offset",
+            Box::new(|img: &mut Vec<u8>| both_bin(img, 256, &u64::MAX.to_be_bytes())),
+        ),
+        json_gen("json_size all ones", "config.json_size", |v| {
+            v["config"]["json_size"] = u64::MAX.to_string().into()
+        }),
+        json_gen("keyslots_size all ones", "keyslots_size", |v| {
+            v["config"]["keyslots_size"] = u64::MAX.to_string().into()
+        }),
+        json_gen("keyslots_size past 128 MiB", "keyslots_size", |v| {
+            v["config"]["keyslots_size"] = (256u64 << 20).to_string().into()
+        }),
+        json_gen("area size all ones", "overflows 64 bits", |v| {
+            v["keyslots"]["0"]["area"]["size"] = u64::MAX.to_string().into()
+        }),
+        json_gen("area smaller than its material", "keyslots.0.area", |v| {
+            v["keyslots"]["0"]["area"]["size"] = "4096".into()
+        }),
+        json_gen("area key_size all ones", "keyslots.0.area.key_size", |v| {
+            v["keyslots"]["0"]["area"]["key_size"] = u32::MAX.into()
+        }),
+        json_gen("key_size all ones", "keyslots.0.key_size 4294967295", |v| {
+            v["keyslots"]["0"]["key_size"] = u32::MAX.into()
+        }),
+        json_gen("stripes all ones", "af.stripes is 4294967295", |v| {
+            v["keyslots"]["0"]["af"]["stripes"] = u32::MAX.into()
+        }),
+        json_gen("segment size all ones", "segments.0", |v| {
+            v["segments"]["0"]["size"] = u64::MAX.to_string().into()
+        }),
+        json_gen(
+            "segment inside the keyslots area",
+            "segments.0.offset",
+            |v| v["segments"]["0"]["offset"] = "16384".into(),
+        ),
+        json_gen("sector_size 0", "sector_size 0", |v| {
+            v["segments"]["0"]["sector_size"] = 0.into()
+        }),
+        json_gen("digest length", "digests.0.digest is 3 bytes", |v| {
+            v["digests"]["0"]["digest"] = "YWJj".into()
+        }),
+        json_gen("digest salt length", "digests.0", |v| {
+            v["digests"]["0"]["salt"] = "YWJj".into()
+        }),
+        json_gen("argon2 cpus all ones", "kdf.cpus 4294967295 exceeds", |v| {
+            v["keyslots"]["0"]["kdf"] = serde_json::json!({"type": "argon2id", "time": 4, "memory": 1048576, "cpus": 4294967295u32, "salt": "uuBXm6q5t+Eyt4m+MPEqFTHA1+YmDk4w3DQppBLXuSM="})
+        }),
     ]
 }
 
@@ -224,6 +285,29 @@ fn luks1_generators() -> Vec<Gen> {
             "v1 version",
             "version",
             Box::new(|img: &mut Vec<u8>| img[7] = 3),
+        ),
+        (
+            "v1 key_bytes all ones",
+            "key-bytes (offset 108) is 4294967295",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 108, u32::MAX)),
+        ),
+        (
+            "v1 stripes all ones",
+            "keyslot 0 stripes",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 44, u32::MAX)),
+        ),
+        (
+            "v1 key material offset all ones",
+            "keyslot 0",
+            Box::new(|img: &mut Vec<u8>| le_be32(img, 208 + 40, u32::MAX)),
+        ),
+        (
+            "v1 key material past the device",
+            "truncated image",
+            Box::new(|img: &mut Vec<u8>| {
+                le_be32(img, 104, u32::MAX);
+                le_be32(img, 208 + 7 * 48 + 40, u32::MAX - 600);
+            }),
         ),
         (
             "v1 truncated",
@@ -407,4 +491,127 @@ fn luks2_write_round_trip_keeps_everything() {
         "{dump}"
     );
     assert_eq!(dump_field(&dump, "Epoch:"), (seqid + 1).to_string());
+}
+
+/// Headers that load (cryptsetup loads them too) but must be refused where
+/// they are used: a data offset inside the header for an attached header, a
+/// key size no cipher of the header can take, an absurd LUKS1 payload
+/// offset whose backup must stay bounded. Each names the field.
+#[test]
+fn loadable_headers_are_refused_where_used() {
+    type Check = fn(&Luks, &std::fs::File) -> Result<(), cryptkeep_luks::Error>;
+    let attached: Check = |l, _| l.check_attached();
+    let segment: Check = |l, _| l.segment().map(|_| ());
+    let unlock: Check = |l, f| l.unlock(f, b"p", None, Backend::default()).map(|_| ());
+    let backup: Check = |l, f| {
+        assert_eq!(l.header_len(), l.as_luks1().unwrap().phdr.keyslots_end());
+        let out = cryptkeep_luks::MemIo::new(cryptkeep_luks::backup::backup_len(l) as usize);
+        cryptkeep_luks::backup::write_backup(l, f, &out)?;
+        Err(cryptkeep_luks::Error::WrongVolumeKey)
+    };
+    type Case = (
+        LuksVersion,
+        &'static str,
+        Box<dyn Fn(&mut Vec<u8>)>,
+        Check,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            LuksVersion::V1,
+            "v1 payload 0 attached",
+            Box::new(|img| le_be32(img, 104, 0)),
+            attached,
+            "payload-offset (offset 104) is sector 0",
+        ),
+        (
+            LuksVersion::V2,
+            "segment offset 0 attached",
+            Box::new(|img| edit_json(img, &|v| v["segments"]["0"]["offset"] = "0".into())),
+            attached,
+            "segments.0.offset is 0",
+        ),
+        (
+            LuksVersion::V1,
+            "v1 key_bytes 33",
+            Box::new(|img| le_be32(img, 108, 33)),
+            segment,
+            "key-bytes (offset 108) is 33",
+        ),
+        (
+            LuksVersion::V2,
+            "segment cipher with another key size",
+            Box::new(|img| {
+                edit_json(img, &|v| {
+                    v["segments"]["0"]["encryption"] = "aes-cbc-essiv:sha256".into()
+                })
+            }),
+            segment,
+            "takes a key of 16, 24 or 32 bytes, not 64",
+        ),
+        (
+            LuksVersion::V2,
+            "keyslot key_size 48",
+            Box::new(|img| edit_json(img, &|v| v["keyslots"]["0"]["key_size"] = 48.into())),
+            unlock,
+            "keyslots.0.key_size 48",
+        ),
+        (
+            LuksVersion::V2,
+            "keyslot area key_size 33",
+            Box::new(|img| edit_json(img, &|v| v["keyslots"]["0"]["area"]["key_size"] = 33.into())),
+            unlock,
+            "keyslots.0.area.key_size 33",
+        ),
+        (
+            LuksVersion::V1,
+            "v1 payload all ones backs up bounded",
+            Box::new(|img| le_be32(img, 104, u32::MAX)),
+            backup,
+            "volume key does not match",
+        ),
+    ];
+    let dir = TempDir::new("usable");
+    let mut failures = Vec::new();
+    for (i, (version, name, edit, check, expect)) in cases.iter().enumerate() {
+        let p = sparse(&dir.path(&format!("case{i}")), 17);
+        let f = open_rw(&p);
+        let sector = if *version == LuksVersion::V2 {
+            4096
+        } else {
+            512
+        };
+        Luks::format(
+            &f,
+            &opts(*version, "aes-xts-plain64", 64, sector),
+            &random_key(64),
+            b"p",
+            &pbkdf2(),
+            Backend::default(),
+        )
+        .unwrap();
+        drop(f);
+        let mut img = std::fs::read(&p).unwrap();
+        edit(&mut img);
+        std::fs::write(&p, &img).unwrap();
+        let f = open_rw(&p);
+        let l = match Luks::load(&f) {
+            Ok(l) => l.luks,
+            Err(e) => {
+                failures.push(format!("{name}: does not load: {e}"));
+                continue;
+            }
+        };
+        match check(&l, &f) {
+            Ok(()) => failures.push(format!("{name}: accepted")),
+            Err(e) if !e.to_string().contains(expect) => {
+                failures.push(format!("{name}: error does not mention '{expect}': {e}"))
+            }
+            Err(_) => {}
+        }
+        if std::fs::read(&p).unwrap() != img {
+            failures.push(format!("{name}: file changed"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

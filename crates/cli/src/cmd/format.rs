@@ -55,7 +55,7 @@ pub struct Args {
     /// Write the header to this detached file (created if missing); data starts at 0 on VOLUME.
     #[arg(long, value_name = "FILE")]
     pub header: Option<PathBuf>,
-    /// Data offset in 512-byte sectors (cryptsetup --offset).
+    /// Data offset in 512-byte sectors (cryptsetup --offset; 0 = the default).
     #[arg(long, value_name = "SECTORS")]
     pub offset: Option<u64>,
     /// LUKS2 metadata (binary header + JSON) size: 16K … 4M (cryptsetup's option).
@@ -253,7 +253,18 @@ fn format_inner(
     sector_size: u32,
     place: &str,
 ) -> CliResult {
-    let data_offset = a.offset.map(|s| s * 512);
+    // Like cryptsetup, --offset 0 means the default offset, never data on
+    // top of an attached header.
+    let data_offset = match a.offset.filter(|&s| s != 0) {
+        None => None,
+        Some(s) => Some(s.checked_mul(512).ok_or_else(|| {
+            CliError::usage(
+                format!("--offset {s} sectors is too large"),
+                "--offset",
+                "give the data offset in 512-byte sectors, e.g. --offset 32768 for 16 MiB",
+            )
+        })?),
+    };
     let vol_size = device_size(&a.volume)?;
     if a.header.is_none() {
         let min = data_offset.unwrap_or(match version {

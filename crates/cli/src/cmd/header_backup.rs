@@ -1,17 +1,15 @@
 //! `cryptkeep header backup VOLUME --header-backup-file FILE` (alias
 //! `luksHeaderBackup`): copy the binary header(s), JSON and keyslots area
-//! to a new file (mode 0400), like cryptsetup.
+//! to a new file (mode 0400), like cryptsetup, in bounded chunks.
 
 use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use zeroize::Zeroizing;
 
 use super::common;
-use crate::exit::{CliError, CliResult};
+use crate::exit::{from_luks, CliError, CliResult};
 
 /// Options of `header backup`.
 #[derive(ClapArgs, Debug)]
@@ -31,12 +29,9 @@ pub fn run(a: Args) -> CliResult {
     let place = common::place(&a.volume, a.header.as_deref());
     let io = common::open_header(&a.volume, a.header.as_deref(), false)?;
     let luks = common::load(&io, &place)?;
-    let len = luks.header_len() as usize;
-    let mut buf = Zeroizing::new(vec![0u8; len]);
-    io.read_exact_at(&mut buf, 0)
-        .map_err(|e| CliError::io("cannot read the header", &place, &e))?;
     let out_place = a.header_backup_file.display().to_string();
-    let mut out = OpenOptions::new()
+    let out = OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .mode(0o400)
@@ -48,14 +43,14 @@ pub fn run(a: Args) -> CliResult {
             }
             c
         })?;
-    let r = out.write_all(&buf).and_then(|_| out.sync_all());
-    if let Err(e) = r {
+    if let Err(e) = cryptkeep_luks::backup::write_backup(&luks, &io, &out) {
+        drop(out);
         let _ = std::fs::remove_file(&a.header_backup_file);
-        return Err(CliError::io(
-            "cannot write the header backup",
-            out_place,
-            &e,
-        ));
+        let shown = match &e {
+            cryptkeep_luks::Error::Io { what, .. } if what.contains("backup") => out_place,
+            _ => place,
+        };
+        return Err(from_luks(e, &shown));
     }
     Ok(())
 }

@@ -1,16 +1,16 @@
 //! `cryptkeep header restore VOLUME --header-backup-file FILE` (alias
 //! `luksHeaderRestore`): validate a header backup and write it back over
-//! the volume's header area (asks first when a LUKS header is there).
+//! the volume's header area (asks first when a LUKS header is there), in
+//! bounded chunks. Nothing is written until the backup loaded, the volume's
+//! current header (if any) matched its layout and the answer was yes.
 
-use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use zeroize::Zeroizing;
+use cryptkeep_luks::backup;
 
 use super::common;
-use crate::exit::{CliError, CliResult, Code};
+use crate::exit::{from_luks, CliError, CliResult, Code};
 use crate::passphrase::confirm;
 
 /// Options of `header restore`.
@@ -33,29 +33,19 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let bplace = a.header_backup_file.display().to_string();
     let backup_file = common::open_file(&a.header_backup_file, false, "header backup file")?;
-    let backup = common::load(&backup_file, &bplace)?;
-    let len = backup.header_len() as usize;
-    let mut buf = Zeroizing::new(Vec::with_capacity(len));
-    (&backup_file)
-        .take(len as u64)
-        .read_to_end(&mut buf)
-        .map_err(|e| CliError::io("cannot read the header backup", &bplace, &e))?;
-    if buf.len() != len {
-        return Err(CliError::new(
-            Code::Corrupt,
-            format!(
-                "the header backup holds {} bytes, its header needs {len}",
-                buf.len()
-            ),
-            bplace,
-            "the backup file is truncated; use another backup",
-        ));
-    }
+    // Loading checks that the file holds the whole header_len.
+    let saved = common::load(&backup_file, &bplace)?;
+    let len = saved.header_len();
     common::refuse_if_open(&a.volume, false)?;
     let place = common::place(&a.volume, a.header.as_deref());
     let io = common::open_header(&a.volume, a.header.as_deref(), true)?;
     if let Ok(cur) = cryptkeep_luks::Luks::load(&io) {
-        let same = cur.luks.uuid() == backup.uuid();
+        if let Err(e) = backup::check_compatible(&saved, &cur.luks) {
+            let mut c = from_luks(e, &place);
+            c.hint = "restore onto the device this backup was made from (cryptkeep dump shows both headers)".into();
+            return Err(c);
+        }
+        let same = cur.luks.uuid() == saved.uuid();
         confirm(
             &format!(
                 "Device {} already contains a LUKS header{}. Replacing the header will destroy its existing keyslots.",
@@ -72,7 +62,7 @@ pub fn run(a: Args) -> CliResult {
         f.seek(SeekFrom::End(0))
             .map_err(|e| CliError::io("cannot size the volume", &place, &e))?
     };
-    if a.header.is_none() && size < len as u64 {
+    if a.header.is_none() && size < len {
         return Err(CliError::new(
             Code::NotFound,
             format!("the volume ({size} bytes) is smaller than the backup's header ({len} bytes)"),
@@ -80,8 +70,11 @@ pub fn run(a: Args) -> CliResult {
             "restore onto the device the backup was made from",
         ));
     }
-    io.write_all_at(&buf, 0)
-        .and_then(|_| io.sync_all())
-        .map_err(|e| CliError::io("cannot write the header", &place, &e))?;
-    Ok(())
+    backup::restore(&saved, &backup_file, &io).map_err(|e| {
+        let shown = match &e {
+            cryptkeep_luks::Error::Io { what, .. } if what.contains("backup") => bplace.clone(),
+            _ => place.clone(),
+        };
+        from_luks(e, &shown)
+    })
 }

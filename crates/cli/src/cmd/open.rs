@@ -181,6 +181,7 @@ pub fn run(a: Args) -> CliResult {
             ));
         }
     }
+    common::check_data_clear_of_header(&luks, &a.volume, a.header.as_deref(), &place)?;
     let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
     let vol_size = {
         use std::io::{Seek, SeekFrom};

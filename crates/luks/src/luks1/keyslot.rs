@@ -35,7 +35,7 @@ pub(crate) fn open(
 ) -> Result<Option<SecretBytes>, Error> {
     let ks = &h.keyslots[slot];
     let hash = hash(h)?;
-    let spec = cipher(h)?;
+    let spec = usable_cipher(h)?;
     let key_bytes = h.key_bytes as usize;
     let kdf = Pbkdf::Pbkdf2 {
         hash,
@@ -59,17 +59,32 @@ pub(crate) fn open(
     }
 }
 
-/// Write `volume_key` into free slot `slot` protected by `passphrase` and mark
-/// it active in `h` (the caller writes the header afterwards).
-pub(crate) fn store(
+/// The volume cipher, checked against key-bytes: a header whose cipher
+/// cannot take its own key size is corrupt (cryptsetup could not open it
+/// either), whatever the passphrase.
+pub(crate) fn usable_cipher(h: &Phdr) -> Result<CipherSpec, Error> {
+    let spec = cipher(h)?;
+    match crate::util::key_misfit(&spec, h.key_bytes as usize) {
+        None => Ok(spec),
+        Some(why) => Err(crate::error::bad(format!(
+            "key-bytes (offset 108) is {} but the cipher {}-{} cannot use it: {why}",
+            h.key_bytes, h.cipher_name, h.cipher_mode
+        ))),
+    }
+}
+
+/// Derive the key of free slot `slot` from `passphrase`, seal `volume_key`
+/// for it in memory and mark the slot active in `h`. Returns the material
+/// and its byte offset; nothing is written (the caller writes the material,
+/// then the header, once both are known to be valid).
+pub(crate) fn prepare(
     h: &mut Phdr,
-    io: &dyn BlockIo,
     slot: usize,
     volume_key: &[u8],
     passphrase: &[u8],
     kdf: &Pbkdf,
     backend: Backend,
-) -> Result<(), Error> {
+) -> Result<(u64, SecretBytes), Error> {
     let hash = hash(h)?;
     let iterations = match kdf {
         Pbkdf::Pbkdf2 {
@@ -96,40 +111,26 @@ pub(crate) fn store(
             "PBKDF2 iterations must be at least 1".into(),
         ));
     }
-    let spec = cipher(h)?;
+    let spec = usable_cipher(h)?;
     let salt = random_bytes(SALT_LEN)?;
     let derive = Pbkdf::Pbkdf2 { hash, iterations };
     let slot_key = kdf::derive(&derive, passphrase, &salt, volume_key.len())?;
+    let material = area::seal_material(&spec, slot_key.as_slice(), volume_key, hash, backend)?;
     let ks = &mut h.keyslots[slot];
-    area::store_material(
-        io,
-        u64::from(ks.key_material_offset) * 512,
-        &spec,
-        slot_key.as_slice(),
-        volume_key,
-        hash,
-        backend,
-        &format!("LUKS1 keyslot {slot} key material"),
-    )?;
     ks.salt.copy_from_slice(&salt);
     ks.iterations = iterations;
     ks.active = KEY_ENABLED;
-    Ok(())
+    Ok((u64::from(ks.key_material_offset) * 512, material))
 }
 
-/// Wipe slot `slot`'s key material (random data) and clear its descriptor
-/// (disabled, salt and iterations zeroed, as cryptsetup `LUKS_del_key`).
-pub(crate) fn wipe(h: &mut Phdr, io: &dyn BlockIo, slot: usize) -> Result<(), Error> {
-    let ks = &mut h.keyslots[slot];
+/// Clear slot `slot`'s descriptor (disabled, salt and iterations zeroed, as
+/// cryptsetup `LUKS_del_key`) and return the byte range of its material,
+/// which the caller wipes once the new header is known to be valid.
+pub(crate) fn disable(h: &mut Phdr, slot: usize) -> (u64, u64) {
     let len = area::material_len(h.key_bytes as usize, area::AF_STRIPES);
-    area::wipe_random(
-        io,
-        u64::from(ks.key_material_offset) * 512,
-        len,
-        &format!("LUKS1 keyslot {slot} key material"),
-    )?;
+    let ks = &mut h.keyslots[slot];
     ks.active = KEY_DISABLED;
     ks.salt = [0; SALT_LEN];
     ks.iterations = 0;
-    Ok(())
+    (u64::from(ks.key_material_offset) * 512, len)
 }

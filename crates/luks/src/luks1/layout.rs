@@ -22,7 +22,9 @@ pub struct Layout {
 }
 
 /// Layout for a `key_bytes` volume key; `data_offset` in bytes overrides the
-/// payload offset; `detached` without a data offset gives payload offset 0.
+/// payload offset, except 0, which means the default as in cryptsetup
+/// (`crypt_set_data_offset(cd, 0)`); `detached` without a data offset gives
+/// payload offset 0.
 pub fn compute(
     key_bytes: usize,
     data_offset: Option<u64>,
@@ -36,7 +38,7 @@ pub fn compute(
             .map_err(|_| Error::InvalidArgument("key too large for LUKS1".into()))?;
         cur = (cur + slot_sectors).div_ceil(KEYSLOT_ALIGN_SECTORS) * KEYSLOT_ALIGN_SECTORS;
     }
-    let payload = match data_offset {
+    let payload = match data_offset.filter(|&b| b != 0) {
         Some(bytes) => {
             if bytes % 512 != 0 {
                 return Err(Error::InvalidArgument(format!(
@@ -86,5 +88,8 @@ mod tests {
         let l = compute(32, None, true).unwrap();
         assert_eq!(l.payload_offset, 0);
         assert!(compute(64, Some(512 * 100), false).is_err());
+        // 0 is the default, never a payload on top of an attached header.
+        assert_eq!(compute(64, Some(0), false).unwrap().payload_offset, 4096);
+        assert_eq!(compute(64, Some(0), true).unwrap().payload_offset, 0);
     }
 }

@@ -43,12 +43,17 @@ impl Luks1 {
         Ok(Luks1 { phdr })
     }
 
-    /// Write the header (592 bytes at offset 0) and sync.
+    /// Write the header (592 bytes at offset 0) and sync. Validates and
+    /// encodes first; on an error nothing is written.
     pub fn write(&self, io: &dyn BlockIo) -> Result<(), Error> {
+        let b = self.encode()?;
+        write_encoded(io, &b)
+    }
+
+    /// The validated 592-byte on-disk form, not yet written.
+    fn encode(&self) -> Result<[u8; PHDR_LEN], Error> {
         self.phdr.validate()?;
-        let b = self.phdr.to_bytes()?;
-        io::write_all(io, &b, 0, "LUKS1 header")?;
-        io::sync(io, "LUKS1 header")
+        self.phdr.to_bytes()
     }
 
     /// Format a LUKS1 header with keyslot 0 (cryptsetup `luksFormat --type luks1`).
@@ -111,16 +116,21 @@ impl Luks1 {
         phdr.validate()
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         phdr.mk_digest = digest::compute(&phdr, volume_key)?;
+        // Everything is computed and checked before the first write.
+        let (mat_off, material) =
+            keyslot::prepare(&mut phdr, 0, volume_key, passphrase, slot_kdf, backend)?;
+        let l = Luks1 { phdr };
+        let encoded = l.encode()?;
 
         // Like cryptsetup LUKS_wipe_header_areas: zero the header up to the
         // payload (at least 4 KiB), then random data over every keyslot area.
-        let zero_len = match u64::from(phdr.payload_offset) * 512 {
+        let zero_len = match u64::from(l.phdr.payload_offset) * 512 {
             0 => 4096,
             n => n,
         };
         area::wipe_zero(io, 0, zero_len, "LUKS1 header area")?;
         let mat = area::material_len(volume_key.len(), area::AF_STRIPES);
-        for (i, ks) in phdr.keyslots.iter().enumerate() {
+        for (i, ks) in l.phdr.keyslots.iter().enumerate() {
             area::wipe_random(
                 io,
                 u64::from(ks.key_material_offset) * 512,
@@ -128,15 +138,14 @@ impl Luks1 {
                 &format!("LUKS1 keyslot {i} area"),
             )?;
         }
-        keyslot::store(&mut phdr, io, 0, volume_key, passphrase, slot_kdf, backend)?;
-        let l = Luks1 { phdr };
-        l.write(io)?;
+        area::write_material(io, mat_off, &material, "LUKS1 keyslot 0 key material")?;
+        write_encoded(io, &encoded)?;
         Ok(l)
     }
 
     /// The data segment: the whole device from the payload offset.
     pub fn segment(&self) -> Result<Segment, Error> {
-        let cipher = keyslot::cipher(&self.phdr)?;
+        let cipher = keyslot::usable_cipher(&self.phdr)?;
         Ok(Segment {
             offset: self.data_offset(),
             size: None,
@@ -152,13 +161,31 @@ impl Luks1 {
         u64::from(self.phdr.payload_offset) * 512
     }
 
-    /// Bytes a header backup must hold: through the payload offset, or the
-    /// end of the last keyslot for a detached header.
+    /// Bytes of header and keyslot material on the device: up to the end of
+    /// the last keyslot's material (cryptsetup `LUKS_device_sectors`), which
+    /// is what a header backup holds. `load` checked it against the device
+    /// size, so it never exceeds the device.
     pub fn header_len(&self) -> u64 {
-        match self.data_offset() {
-            0 => self.phdr.keyslots_end(),
-            n => n,
+        self.phdr.keyslots_end()
+    }
+
+    /// Refuses a header whose payload would overlap the header and keyslots
+    /// when both share one device: payload offset 0 (a detached header's
+    /// value) or one inside the keyslot material. cryptsetup refuses to open
+    /// such a volume ("Reduced data offset is allowed only for detached
+    /// LUKS header"): its first write would destroy the header.
+    pub fn check_attached(&self) -> Result<(), Error> {
+        let data = self.data_offset();
+        let end = self.header_len();
+        if data >= end {
+            return Ok(());
         }
+        Err(crate::error::bad(format!(
+            "payload-offset (offset 104) is sector {}, inside the LUKS1 header and keyslots \
+             (bytes 0..{end}) on the same device; such a header is valid only detached \
+             (pass the volume's data device and this file with --header)",
+            self.phdr.payload_offset
+        )))
     }
 
     /// State of the eight keyslots.
@@ -242,9 +269,17 @@ impl Luks1 {
                 .ok_or(Error::NoFreeKeyslot)?,
         };
         let mut phdr = self.phdr.clone();
-        keyslot::store(&mut phdr, io, slot, volume_key, passphrase, kdf, backend)?;
+        let (off, material) =
+            keyslot::prepare(&mut phdr, slot, volume_key, passphrase, kdf, backend)?;
         let next = Luks1 { phdr };
-        next.write(io)?;
+        let encoded = next.encode()?;
+        area::write_material(
+            io,
+            off,
+            &material,
+            &format!("LUKS1 keyslot {slot} key material"),
+        )?;
+        write_encoded(io, &encoded)?;
         *self = next;
         Ok(slot)
     }
@@ -260,9 +295,11 @@ impl Luks1 {
             return Err(Error::KeyslotInactive(slot));
         }
         let mut phdr = self.phdr.clone();
-        keyslot::wipe(&mut phdr, io, slot)?;
+        let (off, len) = keyslot::disable(&mut phdr, slot);
         let next = Luks1 { phdr };
-        next.write(io)?;
+        let encoded = next.encode()?;
+        area::wipe_random(io, off, len, &format!("LUKS1 keyslot {slot} key material"))?;
+        write_encoded(io, &encoded)?;
         *self = next;
         Ok(())
     }
@@ -276,4 +313,10 @@ impl Luks1 {
     pub fn cipher(&self) -> Result<CipherSpec, Error> {
         keyslot::cipher(&self.phdr)
     }
+}
+
+/// Write an encoded header at offset 0 and sync.
+fn write_encoded(io: &dyn BlockIo, b: &[u8; PHDR_LEN]) -> Result<(), Error> {
+    io::write_all(io, b, 0, "LUKS1 header")?;
+    io::sync(io, "LUKS1 header")
 }

@@ -101,21 +101,44 @@ fn json_text(area: &[u8]) -> Result<&[u8], String> {
     Ok(&area[..end])
 }
 
-/// Write one copy: binary header without checksum, JSON area, then the
-/// binary header with its checksum (cryptsetup order), then sync.
-pub fn write_copy(
+/// One metadata copy encoded for writing: the binary header with its
+/// checksum field zeroed, and the checksum to put there.
+#[derive(Clone, Debug)]
+pub struct EncodedCopy {
+    /// Device offset of the copy.
+    pub offset: u64,
+    /// The 4096-byte binary header, checksum field zeroed.
+    pub raw: Vec<u8>,
+    /// hash(raw ‖ JSON area).
+    pub csum: Vec<u8>,
+}
+
+/// Encode one copy without writing anything: every field is checked here
+/// (string lengths, checksum algorithm).
+pub fn encode_copy(bin: &BinaryHeader, json_area: &[u8], what: &str) -> Result<EncodedCopy, Error> {
+    let alg = bin.csum_hash(what)?;
+    let raw = bin.to_bytes_without_csum()?;
+    let csum = binary_header::checksum(alg, &raw, json_area);
+    Ok(EncodedCopy {
+        offset: bin.hdr_offset,
+        raw,
+        csum,
+    })
+}
+
+/// Write one encoded copy: binary header without checksum, JSON area, then
+/// the binary header with its checksum (cryptsetup order), then sync.
+pub fn write_encoded_copy(
     io: &dyn BlockIo,
-    bin: &BinaryHeader,
+    c: &EncodedCopy,
     json_area: &[u8],
     what: &str,
 ) -> Result<(), Error> {
-    let alg = bin.csum_hash(what)?;
-    let mut raw = bin.to_bytes_without_csum()?;
-    let sum = binary_header::checksum(alg, &raw, json_area);
-    io::write_all(io, &raw, bin.hdr_offset, what)?;
-    io::write_all(io, json_area, bin.hdr_offset + BIN_LEN as u64, what)?;
-    binary_header::set_csum(&mut raw, &sum);
-    io::write_all(io, &raw, bin.hdr_offset, what)?;
+    io::write_all(io, &c.raw, c.offset, what)?;
+    io::write_all(io, json_area, c.offset + BIN_LEN as u64, what)?;
+    let mut raw = c.raw.clone();
+    binary_header::set_csum(&mut raw, &c.csum);
+    io::write_all(io, &raw, c.offset, what)?;
     io::sync(io, what)
 }
 

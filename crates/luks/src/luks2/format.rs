@@ -32,13 +32,15 @@ pub const DATA_ALIGNMENT: u64 = 1 << 20;
 /// cryptsetup `LUKS2_hdr_get_storage_params`: the keyslots area fills the
 /// gap before a given data offset (4 KiB aligned, at most 128 MiB) or defaults
 /// to 16 MiB − 2 × hdr_size; the data offset defaults to the end of the
-/// keyslots area rounded up to 1 MiB (0 for a detached header).
+/// keyslots area rounded up to 1 MiB (0 for a detached header). A data
+/// offset of 0 means the default, as cryptsetup's `crypt_set_data_offset(cd, 0)`.
 pub fn storage_params(
     metadata: Option<u64>,
     keyslots: Option<u64>,
     data_offset: Option<u64>,
     detached: bool,
 ) -> Result<(u64, u64, u64), Error> {
+    let data_offset = data_offset.filter(|&d| d != 0);
     let hdr = metadata.unwrap_or(DEFAULT_HDR_SIZE);
     if !super::binary_header::HDR_SIZES.contains(&hdr) {
         return Err(Error::InvalidArgument(format!(
@@ -172,6 +174,11 @@ pub fn format(
         }
     }
 
+    // Keyslot 0 and both header copies are made and checked before the
+    // first write.
+    let (mat_off, material) = l.prepare_keyslot(0, volume_key, passphrase, slot_kdf, backend)?;
+    let encoded = l.encode()?;
+
     // Like cryptsetup LUKS2_wipe_header_areas: zeros up to the data offset
     // (at most the largest metadata size, never past the device end), then
     // random data over the whole keyslots area.
@@ -186,9 +193,8 @@ pub fn format(
     .min(dev);
     area::wipe_zero(io, 0, zero_len, "LUKS2 metadata area")?;
     area::wipe_random(io, 2 * hdr_size, keyslots_size, "LUKS2 keyslots area")?;
-
-    l.store_keyslot(io, 0, volume_key, passphrase, slot_kdf, backend)?;
-    l.write(io)?;
+    area::write_material(io, mat_off, &material, "LUKS2 keyslot 0 area")?;
+    l.write_encoded(io, &encoded)?;
     Ok(l)
 }
 
@@ -221,5 +227,11 @@ mod tests {
         );
         assert!(storage_params(Some(20000), None, None, false).is_err());
         assert!(storage_params(None, None, Some(16384), false).is_err());
+        // 0 is the default: an attached header never gets data at offset 0.
+        assert_eq!(
+            storage_params(None, None, Some(0), false).unwrap(),
+            (16384, 16744448, 16 << 20)
+        );
+        assert_eq!(storage_params(None, None, Some(0), true).unwrap().2, 0);
     }
 }

@@ -86,6 +86,7 @@ pub fn open(
     passphrase: &[u8],
     backend: Backend,
 ) -> Result<SecretBytes, Error> {
+    check_usable(k, id, None)?;
     let p = pbkdf_of(&k.kdf)?;
     let slot_key = kdf::derive(&p, passphrase, k.kdf.salt(), k.area.key_size as usize)?;
     let spec = CipherSpec::parse(&k.area.encryption).map_err(|e| {
@@ -166,12 +167,9 @@ pub struct NewKeyslot<'a> {
     pub area: (u64, u64),
 }
 
-/// Derive, split, encrypt and write the material; returns the JSON object.
-pub fn store(
-    n: &NewKeyslot<'_>,
-    io: &dyn BlockIo,
-    backend: Backend,
-) -> Result<Luks2Keyslot, Error> {
+/// Derive the keyslot key, split and encrypt the volume key in memory;
+/// returns the JSON object and the sealed material. Nothing is written.
+pub fn prepare(n: &NewKeyslot<'_>, backend: Backend) -> Result<(Luks2Keyslot, SecretBytes), Error> {
     let key_bytes = u32::try_from(n.volume_key.len())
         .map_err(|_| Error::InvalidArgument("volume key too long".into()))?;
     let (encryption, area_key) = area_cipher(n.segment_cipher, key_bytes);
@@ -180,17 +178,9 @@ pub fn store(
     check_new_kdf(n.kdf)?;
     let salt = random_bytes(SALT_LEN)?;
     let slot_key = kdf::derive(n.kdf, n.passphrase, &salt, area_key as usize)?;
-    area::store_material(
-        io,
-        n.area.0,
-        &spec,
-        slot_key.as_slice(),
-        n.volume_key,
-        n.af_hash,
-        backend,
-        &format!("LUKS2 keyslot {} area", n.id),
-    )?;
-    Ok(Luks2Keyslot {
+    let material =
+        area::seal_material(&spec, slot_key.as_slice(), n.volume_key, n.af_hash, backend)?;
+    let ks = Luks2Keyslot {
         kind: "luks2".into(),
         key_size: key_bytes,
         af: Af {
@@ -210,7 +200,71 @@ pub fn store(
         kdf: kdf_json(n.kdf, salt)?,
         priority: None,
         extra: Default::default(),
-    })
+    };
+    Ok((ks, material))
+}
+
+/// Checks that keyslot `k` can be tried at all: its area cipher is one we
+/// implement and can take `area.key_size`, its hashes are known, and its
+/// `key_size` fits the segment cipher. A failure is a fault of the header,
+/// not of the passphrase.
+pub fn check_usable(k: &Luks2Keyslot, id: u32, segment: Option<&CipherSpec>) -> Result<(), Error> {
+    let spec = CipherSpec::parse(&k.area.encryption).map_err(|e| {
+        Error::Unsupported(format!(
+            "keyslot {id} area cipher '{}': {e}",
+            k.area.encryption
+        ))
+    })?;
+    let n = k.area.key_size as usize;
+    if let Some(why) = crate::util::key_misfit(&spec, n) {
+        return Err(bad(format!(
+            "keyslots.{id}.area.key_size {n} does not fit keyslots.{id}.area.encryption: {why}"
+        )));
+    }
+    HashAlg::parse(&k.af.hash)
+        .map_err(|_| bad(format!("keyslots.{id}.af.hash '{}' unsupported", k.af.hash)))?;
+    pbkdf_of(&k.kdf)?;
+    if let Some(seg) = segment {
+        if let Some(why) = crate::util::key_misfit(seg, k.key_size as usize) {
+            return Err(bad(format!(
+                "keyslots.{id}.key_size {} does not fit the data segment's cipher: {why}",
+                k.key_size
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Why keyslot `k` may have failed to open for a reason other than the
+/// passphrase, if its fields disagree the way no cryptsetup-made keyslot
+/// does. Asked only after a keyslot failed, so a header with odd but
+/// working keyslots still opens; the answer turns "wrong passphrase" into
+/// "damaged header".
+/// - cryptsetup (and cryptkeep) size a keyslot's area for its key,
+///   `round_up(key_size × 4000, 4096)` bytes (a LUKS1 conversion keeps the
+///   unrounded size): an area sized for another key means `key_size` changed.
+/// - With the data segment's own cipher (`segment`), the keyslot key is the
+///   volume key's size unless `--keyslot-key-size` was given.
+pub fn suspicious(k: &Luks2Keyslot, id: u32, segment: Option<&str>) -> Vec<String> {
+    let mut why = Vec::new();
+    let min = area::material_len(k.key_size as usize, AF_STRIPES);
+    let max = round_up(min, 4096);
+    let size = k.area.size.0;
+    if !(min..=max).contains(&size) {
+        why.push(format!(
+            "keyslots.{id}.key_size {} does not match keyslots.{id}.area.size {size} \
+             (a {}-byte key takes {min} to {max} bytes)",
+            k.key_size, k.key_size
+        ));
+    }
+    if segment == Some(k.area.encryption.as_str()) && k.area.key_size != k.key_size {
+        why.push(format!(
+            "keyslots.{id}.area.key_size {} differs from keyslots.{id}.key_size {} \
+             although the keyslot uses the data cipher {}",
+            k.area.key_size, k.key_size, k.area.encryption
+        ));
+    }
+    why
 }
 
 /// Remove keyslot `id` from the metadata and every digest and token that names it.

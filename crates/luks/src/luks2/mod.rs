@@ -22,6 +22,48 @@ use crate::KeyslotInfo;
 use binary_header::{BinaryHeader, SALT_LEN};
 use json::{Keyslot, Metadata};
 
+/// Both metadata copies encoded for writing (see [`Luks2::encode`]).
+pub(crate) struct Encoded {
+    seqid: u64,
+    area: Vec<u8>,
+    copies: Vec<disk::EncodedCopy>,
+}
+
+/// The error of an unlock that opened no keyslot: the passphrase's fault
+/// unless a keyslot could not be tried or looked damaged, which is the
+/// header's (unsupported if every such keyslot only uses what we lack).
+fn unopened(faults: Vec<Error>) -> Error {
+    if faults.is_empty() {
+        return Error::WrongPassphrase;
+    }
+    let unsupported = faults.iter().all(|e| matches!(e, Error::Unsupported(_)));
+    let text = faults
+        .iter()
+        .map(|e| match e {
+            Error::BadHeader { what } | Error::Unsupported(what) => what.clone(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if unsupported {
+        Error::Unsupported(format!(
+            "no keyslot opened with this passphrase, and {text}"
+        ))
+    } else {
+        bad(format!(
+            "no keyslot opened with this passphrase, and the header looks damaged: {text}"
+        ))
+    }
+}
+
+fn copy_name(secondary: bool) -> &'static str {
+    if secondary {
+        "secondary LUKS2 header"
+    } else {
+        "primary LUKS2 header"
+    }
+}
+
 /// A loaded LUKS2 header (the copy in force).
 #[derive(Clone, Debug)]
 pub struct Luks2 {
@@ -96,9 +138,17 @@ impl Luks2 {
     }
 
     /// Write both copies with seqid + 1: primary first, then secondary (the
-    /// order cryptsetup `LUKS2_disk_hdr_write` uses). Validates first; on a
-    /// validation error nothing is written.
+    /// order cryptsetup `LUKS2_disk_hdr_write` uses). Validates and encodes
+    /// first; on an error nothing is written.
     pub fn write(&mut self, io: &dyn BlockIo) -> Result<(), Error> {
+        let e = self.encode()?;
+        self.write_encoded(io, &e)
+    }
+
+    /// Both copies as they will be written, after every check: the
+    /// requirements, the metadata against the binary header, the JSON size
+    /// and every binary-header field. Nothing is written.
+    pub(crate) fn encode(&self) -> Result<Encoded, Error> {
         // A header with requirements we do not implement is read-only here.
         config::check_requirements(&self.meta)?;
         validate::validate(&self.meta, self.hdr_size)?;
@@ -107,6 +157,7 @@ impl Luks2 {
             .seqid
             .checked_add(1)
             .ok_or_else(|| bad("seqid overflow"))?;
+        let mut copies = Vec::with_capacity(2);
         for secondary in [false, true] {
             let bin = BinaryHeader {
                 secondary,
@@ -120,15 +171,40 @@ impl Luks2 {
                 hdr_offset: if secondary { self.hdr_size } else { 0 },
                 csum: [0; 64],
             };
-            let what = if secondary {
-                "secondary LUKS2 header"
-            } else {
-                "primary LUKS2 header"
-            };
-            disk::write_copy(io, &bin, &area, what)?;
+            copies.push(disk::encode_copy(&bin, &area, copy_name(secondary))?);
         }
-        self.seqid = seqid;
+        Ok(Encoded {
+            seqid,
+            area,
+            copies,
+        })
+    }
+
+    /// Write what [`Luks2::encode`] made and take its seqid.
+    pub(crate) fn write_encoded(&mut self, io: &dyn BlockIo, e: &Encoded) -> Result<(), Error> {
+        for (i, c) in e.copies.iter().enumerate() {
+            disk::write_encoded_copy(io, c, &e.area, copy_name(i == 1))?;
+        }
+        self.seqid = e.seqid;
         Ok(())
+    }
+
+    /// Refuses a header whose data would overlap its metadata or keyslots
+    /// area when both share one device: a segment at offset 0 (a detached
+    /// header's value) or inside the areas. cryptsetup refuses to open such
+    /// a volume ("Reduced data offset is allowed only for detached LUKS
+    /// header"): its first write would destroy both header copies.
+    pub fn check_attached(&self) -> Result<(), Error> {
+        let end = self.areas_end();
+        match self.meta.segments.iter().find(|(_, s)| s.offset.0 < end) {
+            None => Ok(()),
+            Some((id, s)) => Err(bad(format!(
+                "segments.{id}.offset is {}, inside the LUKS2 metadata and keyslots area \
+                 (bytes 0..{end}) on the same device; such a header is valid only detached \
+                 (pass the volume's data device and this file with --header)",
+                s.offset.0
+            ))),
+        }
     }
 
     /// The data segment.
@@ -240,16 +316,40 @@ impl Luks2 {
                 v
             }
         };
+        let seg_name = self
+            .meta
+            .segments
+            .values()
+            .next()
+            .and_then(|s| s.encryption.clone());
+        let seg_cipher = seg_name
+            .as_deref()
+            .and_then(|n| cryptkeep_crypto::CipherSpec::parse(n).ok());
+        // Keyslots that cannot be tried (a header fault, not the
+        // passphrase's), and hints at why a tried one may have failed.
+        let mut faults = Vec::new();
         for id in order {
             let Some(Keyslot::Luks2(k)) = self.meta.keyslots.get(&id) else {
                 continue;
             };
+            if let Err(e) = keyslot::check_usable(k, id, seg_cipher.as_ref()) {
+                if slot.is_some() {
+                    return Err(e);
+                }
+                faults.push(e);
+                continue;
+            }
             let vk = keyslot::open(k, id, io, passphrase, backend)?;
             if digest::verify(digest, vk.as_slice())? {
                 return Ok((id as usize, vk));
             }
+            faults.extend(
+                keyslot::suspicious(k, id, seg_name.as_deref())
+                    .into_iter()
+                    .map(bad),
+            );
         }
-        Err(Error::WrongPassphrase)
+        Err(unopened(faults))
     }
 
     /// Whether `key` is the volume key of segment 0.
@@ -280,32 +380,47 @@ impl Luks2 {
             None => keyslot::free_id(&self.meta)?,
         };
         let mut next = self.clone();
-        next.store_keyslot(io, id, volume_key, passphrase, kdf, backend)?;
-        next.write(io)?;
+        let (off, material) = next.prepare_keyslot(id, volume_key, passphrase, kdf, backend)?;
+        // The whole new header is checked and encoded before the first write.
+        let encoded = next.encode()?;
+        crate::area::write_material(io, off, &material, &format!("LUKS2 keyslot {id} area"))?;
+        next.write_encoded(io, &encoded)?;
         *self = next;
         Ok(id as usize)
     }
 
-    /// Allocate, write the material and bind keyslot `id` (metadata only in memory).
-    pub(crate) fn store_keyslot(
+    /// Allocate an area, seal the key material for keyslot `id` in memory
+    /// and bind the keyslot in the metadata. Returns the material and its
+    /// offset; nothing is written.
+    pub(crate) fn prepare_keyslot(
         &mut self,
-        io: &dyn BlockIo,
         id: u32,
         volume_key: &[u8],
         passphrase: &[u8],
         kdf: &Pbkdf,
         backend: Backend,
-    ) -> Result<(), Error> {
+    ) -> Result<(u64, SecretBytes), Error> {
         let digest = self.segment_digest()?.clone();
         let af_hash = HashAlg::parse(&digest.hash)
             .map_err(|_| bad(format!("digest hash '{}' unsupported", digest.hash)))?;
-        let seg_cipher = self
+        let (sid, seg) = self
             .meta
             .segments
-            .values()
+            .iter()
             .next()
-            .and_then(|s| s.encryption.clone())
-            .ok_or_else(|| bad("segment has no encryption"))?;
+            .ok_or_else(|| bad("no data segment"))?;
+        let seg_cipher = seg
+            .encryption
+            .clone()
+            .ok_or_else(|| bad(format!("segments.{sid} has no encryption")))?;
+        if let Ok(spec) = cryptkeep_crypto::CipherSpec::parse(&seg_cipher) {
+            if let Some(why) = crate::util::key_misfit(&spec, volume_key.len()) {
+                return Err(bad(format!(
+                    "segments.{sid}.encryption cannot use this volume's {}-byte key: {why}",
+                    volume_key.len()
+                )));
+            }
+        }
         let area = keyslot::find_gap(&self.meta, self.hdr_size, volume_key.len())?;
         let new = keyslot::NewKeyslot {
             id,
@@ -316,7 +431,7 @@ impl Luks2 {
             segment_cipher: &seg_cipher,
             area,
         };
-        let ks = keyslot::store(&new, io, backend)?;
+        let (ks, material) = keyslot::prepare(&new, backend)?;
         self.meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks)));
         let sid = id.to_string();
         for d in self.meta.digests.values_mut() {
@@ -326,7 +441,7 @@ impl Luks2 {
                     .sort_by_key(|k| k.parse::<u32>().unwrap_or(u32::MAX));
             }
         }
-        Ok(())
+        Ok((area.0, material))
     }
 
     /// Wipe keyslot `slot`'s area with random data, drop it (and its digest
@@ -342,17 +457,23 @@ impl Luks2 {
             .keyslots
             .get(&id)
             .ok_or(Error::KeyslotInactive(slot))?;
-        if let Some((off, len)) = ks.area() {
-            crate::area::wipe_random(io, off, len, &format!("LUKS2 keyslot {slot} area"))?;
-        }
+        let area = ks.area();
         let mut next = self.clone();
         keyslot::unbind(&mut next.meta, id);
-        next.write(io)?;
+        // Checked and encoded before the area is wiped.
+        let encoded = next.encode()?;
+        if let Some((off, len)) = area {
+            crate::area::wipe_random(io, off, len, &format!("LUKS2 keyslot {slot} area"))?;
+        }
+        next.write_encoded(io, &encoded)?;
         *self = next;
         Ok(())
     }
 
-    /// Header backup length: both copies plus the keyslots area.
+    /// Bytes of metadata and keyslots on the device: both copies plus the
+    /// keyslots area (cryptsetup `LUKS2_hdr_and_areas_size`), which is what a
+    /// header backup holds. At most 2 × 4 MiB + 128 MiB, and `load` checked
+    /// it against the device size.
     pub fn header_len(&self) -> u64 {
         self.areas_end()
     }

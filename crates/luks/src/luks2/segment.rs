@@ -32,6 +32,11 @@ pub fn default_segment(m: &Metadata) -> Result<crate::Segment, Error> {
     let cipher = CipherSpec::parse(&enc)
         .map_err(|e| Error::Unsupported(format!("segment {id} cipher '{enc}': {e}")))?;
     let key_bytes = volume_key_bytes(m, *id)?;
+    if let Some(why) = crate::util::key_misfit(&cipher, key_bytes) {
+        return Err(bad(format!(
+            "segments.{id}.encryption cannot use the {key_bytes}-byte volume key its keyslots hold: {why}"
+        )));
+    }
     Ok(crate::Segment {
         offset: s.offset.0,
         size: match s.size {
