@@ -26,6 +26,9 @@ cargo fmt --all -- --check || failures+=("cargo fmt --check (run: cargo fmt)")
 section "cargo clippy -D warnings"
 cargo clippy --release --workspace --all-targets -- -D warnings || failures+=("cargo clippy")
 
+section "module cycles"
+python3 scripts/check-module-cycles.py || failures+=("module cycles (scripts/check-module-cycles.py)")
+
 section "cargo test --release --workspace"
 cargo test --release --workspace || failures+=("cargo test")
 

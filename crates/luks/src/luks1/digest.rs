@@ -10,7 +10,7 @@ use crate::util::ct_eq;
 /// Compute the 20-byte digest of `key` with the header's parameters.
 pub(crate) fn compute(h: &Phdr, key: &[u8]) -> Result<[u8; DIGEST_LEN], Error> {
     let kdf = Pbkdf::Pbkdf2 {
-        hash: super::keyslot::hash(h)?,
+        hash: h.hash_alg()?,
         iterations: h.mk_digest_iter,
     };
     let d = kdf::derive(&kdf, key, &h.mk_digest_salt, DIGEST_LEN)?;

@@ -98,6 +98,11 @@ pub fn probe_version(b: &[u8]) -> Option<u16> {
 }
 
 impl Phdr {
+    /// The header's hash (hash-spec), parsed.
+    pub(crate) fn hash_alg(&self) -> Result<cryptkeep_crypto::HashAlg, Error> {
+        cryptkeep_crypto::HashAlg::parse(&self.hash_spec).map_err(Error::Crypto)
+    }
+
     /// Decode and validate a header (like cryptsetup `_check_and_convert_hdr`
     /// and `LUKS_check_keyslots`, plus sanity limits on every number).
     pub fn parse(b: &[u8]) -> Result<Phdr, Error> {

@@ -11,7 +11,7 @@ use crate::util::random_bytes;
 
 /// The header's hash, parsed.
 pub(crate) fn hash(h: &Phdr) -> Result<HashAlg, Error> {
-    HashAlg::parse(&h.hash_spec).map_err(Error::Crypto)
+    h.hash_alg()
 }
 
 /// The volume cipher, which also encrypts key material in LUKS1.
