@@ -156,21 +156,6 @@ pub fn refuse_if_open(volume: &Path, allow: bool) -> CliResult<()> {
     Ok(())
 }
 
-/// Whether `a` and `b` are one file or device (same device and inode, or
-/// the same block device number), however they are named.
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => {
-            (x.dev() == y.dev() && x.ino() == y.ino())
-                || (x.file_type().is_block_device()
-                    && y.file_type().is_block_device()
-                    && x.rdev() == y.rdev())
-        }
-        _ => false,
-    }
-}
-
 /// Refuses a header whose data would start inside its own header and
 /// keyslot areas when the header is on the data device itself (no
 /// `--header`, or `--header` naming the volume): serving such data would
@@ -181,7 +166,12 @@ pub fn check_data_clear_of_header(
     header: Option<&Path>,
     place: &str,
 ) -> CliResult<()> {
-    if header.is_some_and(|h| !same_file(h, volume)) {
+    use crate::volid::VolumeId;
+    let same = |h: &Path| match (VolumeId::of_path(h), VolumeId::of_path(volume)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if header.is_some_and(|h| !same(h)) {
         return Ok(());
     }
     luks.check_attached().map_err(|e| {
