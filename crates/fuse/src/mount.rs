@@ -229,15 +229,21 @@ impl Mount {
     }
 
     fn join(&mut self) -> Result<(), Error> {
-        let Some(t) = self.thread.take() else {
-            return Ok(());
-        };
-        match t.join() {
-            Ok(r) => r.map_err(Error::Session),
-            Err(_) => Err(Error::Session(io::Error::other(
-                "a FUSE dispatch thread panicked",
-            ))),
-        }
+        join_session(&mut self.thread)
+    }
+}
+
+/// Waits for a mount's session thread (once; later calls return at once)
+/// and reports how the session ended.
+pub(crate) fn join_session(thread: &mut Option<JoinHandle<io::Result<()>>>) -> Result<(), Error> {
+    let Some(t) = thread.take() else {
+        return Ok(());
+    };
+    match t.join() {
+        Ok(r) => r.map_err(Error::Session),
+        Err(_) => Err(Error::Session(io::Error::other(
+            "a FUSE dispatch thread panicked",
+        ))),
     }
 }
 

@@ -149,15 +149,7 @@ impl BlockFileMount {
     }
 
     fn join_session(&mut self) -> Result<(), Error> {
-        let Some(t) = self.thread.take() else {
-            return Ok(());
-        };
-        match t.join() {
-            Ok(r) => r.map_err(Error::Session),
-            Err(_) => Err(Error::Session(io::Error::other(
-                "a FUSE dispatch thread panicked",
-            ))),
-        }
+        crate::mount::join_session(&mut self.thread)
     }
 }
 
