@@ -1,11 +1,12 @@
 //! Daemonizing `open`: fork while single-threaded, a readiness pipe from
 //! the child to the parent (errors in the child become the parent's exit
-//! code), setsid, standard streams detached, and signal handling by
+//! code), the session and standard streams detached by the one
+//! [`cryptkeep_keep::detach`] every daemon uses, and signal handling by
 //! `sigwait` on a dedicated thread.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use crate::exit::{CliError, CliResult, Code};
@@ -131,24 +132,6 @@ pub fn fork() -> CliResult<Forked> {
     Ok(Forked::Parent { child: pid, rx })
 }
 
-/// In the child: a new session, standard input and output on /dev/null,
-/// standard error appended to `log`.
-pub fn detach_stdio(log: &Path) {
-    // SAFETY: setsid has no memory-safety preconditions.
-    unsafe { libc::setsid() };
-    if let Ok(null) = OpenOptions::new().read(true).write(true).open("/dev/null") {
-        // SAFETY: dup2 onto the standard descriptors from a valid fd.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), 0);
-            libc::dup2(null.as_raw_fd(), 1);
-        }
-    }
-    if let Ok(f) = crate::rundir::append(log) {
-        // SAFETY: as above.
-        unsafe { libc::dup2(f.as_raw_fd(), 2) };
-    }
-}
-
 /// In the parent: waits for the child's readiness line. `Ok` when it
 /// serves; its error otherwise (exit 7 if it died without a word), or
 /// [`interrupt::interrupted`](crate::interrupt::interrupted) for `place`
@@ -205,7 +188,7 @@ pub fn wait_ready(mut rx: File, log: &Path, signals: &Signals, place: &str) -> C
 }
 
 /// Copies of standard input, output and error, kept across
-/// [`detach_stdio`] for a keep that asks for a passphrase on them.
+/// [`cryptkeep_keep::detach::detach`] for a keep that asks for a passphrase on them.
 pub struct Stdio3([OwnedFd; 3]);
 
 impl Stdio3 {

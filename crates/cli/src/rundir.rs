@@ -182,11 +182,6 @@ pub fn options() -> OpenOptions {
     o
 }
 
-/// Opens a run-directory file for appending (a log), creating it 0600.
-pub fn append(p: &Path) -> std::io::Result<File> {
-    regular(options().create(true).append(true).open(p)?)
-}
-
 /// Creates (or truncates) a run-directory file for writing, 0600.
 pub fn create(p: &Path) -> std::io::Result<File> {
     regular(options().create(true).write(true).truncate(true).open(p)?)
@@ -297,7 +292,7 @@ mod tests {
         assert_eq!(read(&d.join("none")).unwrap(), None);
         std::os::unix::fs::symlink(&f, d.join("link")).unwrap();
         assert!(read(&d.join("link")).is_err());
-        assert!(append(&d.join("link")).is_err());
+        assert!(cryptkeep_keep::detach::open_log(&d.join("link")).is_err());
         assert!(create_new(&f).is_err());
         std::fs::write(&f, vec![b' '; MAX_READ as usize + 1]).unwrap();
         assert!(read(&f).is_err());

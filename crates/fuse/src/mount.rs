@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::mountinfo::{is_fuse_mounted, unmount, wait_for};
+use crate::mountinfo::{is_fuse_mounted, unmount_when_idle, wait_for};
 use crate::ops::Ops;
 use crate::session::Session;
 use crate::Error;
@@ -38,6 +38,31 @@ pub struct MountOptions {
     /// set once the mount is live when this process may (root); 0 leaves
     /// the kernel's default.
     pub read_ahead_kib: u32,
+    /// Let the kernel check every caller's mode bits even when only the
+    /// owner may enter (`default_permissions`; always on with
+    /// `allow_other`).
+    pub default_permissions: bool,
+    /// Mount `noexec` and `noatime` (a file that is a device image, not a
+    /// tree of programs).
+    pub noexec_noatime: bool,
+}
+
+impl MountOptions {
+    /// Options for a file system `fs_name` of type `fuse.SUBTYPE`: owner
+    /// only, one `/dev/fuse` thread, no io_uring, the kernel's read-ahead.
+    pub fn new(fs_name: &str, subtype: &str) -> MountOptions {
+        MountOptions {
+            read_only: false,
+            allow_other: false,
+            threads: 1,
+            fs_name: fs_name.to_string(),
+            subtype: subtype.to_string(),
+            io_uring: false,
+            read_ahead_kib: 0,
+            default_permissions: false,
+            noexec_noatime: false,
+        }
+    }
 }
 
 /// Largest request or answer payload: max_write and max_pages (see
@@ -104,8 +129,11 @@ fn mount_session<F: Ops>(
     // (as with gocryptfs); without `default_permissions` the kernel need
     // not re-read a directory's attributes after every change in it
     // before the next path walk (a GETATTR per file created or removed).
-    if opts.allow_other {
+    if opts.allow_other || opts.default_permissions {
         options.push(MountOption::DefaultPermissions);
+    }
+    if opts.noexec_noatime {
+        options.extend([MountOption::NoExec, MountOption::NoAtime]);
     }
     options.push(if opts.read_only {
         MountOption::RO
@@ -193,49 +221,52 @@ impl Mount {
         &self.mountpoint
     }
 
-    /// Unmounts and waits for the session to end.
+    /// Unmounts and waits for the session to end. A mount that stays busy
+    /// (an open file, a loop device attached) for two seconds fails with
+    /// [`Error::Unmount`] (`EBUSY`) and stays mounted and served.
     pub fn unmount(mut self) -> Result<(), Error> {
-        self.try_unmount()?;
-        self.join()
+        // Busy right after the last close is common (releases and
+        // write-back still in flight).
+        self.unmount_within(Duration::from_secs(2))?;
+        self.join_session()
     }
 
-    fn try_unmount(&mut self) -> Result<(), Error> {
+    /// Unmounts without consuming the handle, once, so a busy mount can be
+    /// retried; the session ends in the background. A mount already gone
+    /// (or whose session died) is fine.
+    pub fn try_unmount(&mut self) -> Result<(), Error> {
+        self.unmount_within(Duration::ZERO)
+    }
+
+    fn unmount_within(&mut self, patience: Duration) -> Result<(), Error> {
         if !is_fuse_mounted(&self.mountpoint) {
             return Ok(());
         }
-        // Busy right after the last close is common (releases and
-        // write-back still in flight): retry for up to two seconds.
-        let mut tries = 0;
-        loop {
-            match unmount(&self.mountpoint, false) {
-                Ok(()) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 40 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(source) => {
-                    return Err(Error::Unmount {
-                        path: self.mountpoint.clone(),
-                        source,
-                    })
-                }
-            }
-        }
+        unmount_when_idle(&self.mountpoint, patience).map_err(|source| Error::Unmount {
+            path: self.mountpoint.clone(),
+            source,
+        })
     }
 
-    /// Blocks until the file system is unmounted from outside.
+    /// Blocks until the file system is unmounted from outside (e.g.
+    /// `fusermount3 -u`, `umount`), then returns.
     pub fn wait(mut self) {
-        let _ = self.join();
+        let _ = self.join_session();
     }
 
-    fn join(&mut self) -> Result<(), Error> {
+    /// Like [`Mount::wait`], but reports how the session ended.
+    pub fn join(mut self) -> Result<(), Error> {
+        self.join_session()
+    }
+
+    fn join_session(&mut self) -> Result<(), Error> {
         join_session(&mut self.thread)
     }
 }
 
 /// Waits for a mount's session thread (once; later calls return at once)
 /// and reports how the session ended.
-pub(crate) fn join_session(thread: &mut Option<JoinHandle<io::Result<()>>>) -> Result<(), Error> {
+fn join_session(thread: &mut Option<JoinHandle<io::Result<()>>>) -> Result<(), Error> {
     let Some(t) = thread.take() else {
         return Ok(());
     };
@@ -249,8 +280,9 @@ pub(crate) fn join_session(thread: &mut Option<JoinHandle<io::Result<()>>>) -> R
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        if self.thread.is_some() && self.try_unmount().is_ok() {
-            let _ = self.join();
+        if self.thread.is_some() && self.unmount_within(Duration::from_secs(2)).is_ok() {
+            let _ = self.join_session();
         }
+        // Otherwise the mount is busy: leave it up and served (detached).
     }
 }

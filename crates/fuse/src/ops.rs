@@ -66,6 +66,17 @@ pub struct Wants {
     pub writeback_cache: bool,
     /// Listings with attributes (`FUSE_DO_READDIRPLUS`).
     pub readdirplus: bool,
+    /// Direct I/O submitted asynchronously (`FUSE_ASYNC_DIO`): the kernel
+    /// keeps many requests of one direct-I/O stream in flight (a loop
+    /// device with `--direct-io=on`).
+    pub async_dio: bool,
+    /// Largest read or write request, in bytes; 0 is 1 MiB. The kernel
+    /// grants at most `max_pages` pages (1 MiB by default).
+    pub max_io: u32,
+    /// Largest number of asynchronous requests in flight (FUSE's
+    /// `max_background`, congestion at three quarters); 0 leaves the
+    /// kernel's default.
+    pub max_background: u16,
 }
 
 /// Where `readdir` puts its entries; `add` returns true when full.

@@ -67,11 +67,26 @@ fn empty(r: R<()>, reply: ReplyEmpty) {
 
 impl<F: Ops> Filesystem for Session<F> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        if let Err(n) = config.set_max_write(1 << 20) {
+        let wants = self.fs.wants();
+        // Whatever the kernel refuses is left at the nearest value it
+        // accepts; fuser derives max_pages from max(max_write, max_readahead).
+        let max_io = match wants.max_io {
+            0 => crate::mount::MAX_PAYLOAD as u32,
+            n => n.clamp(4096, crate::mount::MAX_PAYLOAD as u32),
+        };
+        if let Err(n) = config.set_max_write(max_io) {
             let _ = config.set_max_write(n);
         }
-        if let Err(n) = config.set_max_readahead(1 << 20) {
+        if let Err(n) = config.set_max_readahead(max_io) {
             let _ = config.set_max_readahead(n);
+        }
+        if wants.async_dio {
+            let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+        }
+        if wants.max_background > 0 {
+            let _ = config.set_max_background(wants.max_background);
+            let congestion = (u32::from(wants.max_background) * 3 / 4).max(1) as u16;
+            let _ = config.set_congestion_threshold(congestion);
         }
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
         // A file system may answer FOPEN_DIRECT_IO; mmap of such files
@@ -85,7 +100,6 @@ impl<F: Ops> Filesystem for Session<F> {
             // The mount sees this and refuses, saying why.
             self.uring_refused.store(true, Ordering::Release);
         }
-        let wants = self.fs.wants();
         if wants.readdirplus {
             // Every listing carries attributes (READDIRPLUS, not _AUTO:
             // with _AUTO the kernel asks for them only in a directory's

@@ -20,6 +20,8 @@
 //! - [`ops`]: the runtime keep's enclave-style operations (seal/unseal,
 //!   SHA-256, AES-256-GCM, RSA-2048) and the overlay keep's block and name
 //!   crypto, as functions.
+//! - [`detach`]: the one way a daemon leaves its terminal (setsid, standard
+//!   streams on `/dev/null` and a log).
 //! - [`wipe`]: dead stack frames and vector registers wiped after key work.
 //! - [`overlay_keys`]: the overlay file system's key holder served by a
 //!   keep (`fs mount --keep`).
@@ -29,6 +31,7 @@
 pub mod calls;
 pub mod control;
 pub mod crypt;
+pub mod detach;
 mod error;
 pub mod keep;
 pub mod ops;

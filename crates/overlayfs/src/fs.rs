@@ -101,6 +101,7 @@ impl Ops for OverlayFs {
             // reads the kernel's write cache needs always work.
             writeback_cache: self.writeback_cache,
             readdirplus: true,
+            ..Wants::default()
         }
     }
 

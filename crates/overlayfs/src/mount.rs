@@ -23,6 +23,8 @@ impl OverlayOptions {
             subtype: "cryptkeep-fs".into(),
             io_uring: self.io_uring,
             read_ahead_kib: self.read_ahead_kib,
+            default_permissions: false,
+            noexec_noatime: false,
         }
     }
 }

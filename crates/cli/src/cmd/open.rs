@@ -329,7 +329,7 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress)
             drop(signals);
             // The keep asks for the passphrase on our caller's terminal.
             let stdio = daemon::Stdio3::save();
-            daemon::detach_stdio(&log);
+            cryptkeep_keep::detach::detach(Some(&log));
             daemon::block_signals();
             let after_unlock = || {
                 if n.outlive_parent() {

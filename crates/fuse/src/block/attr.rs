@@ -2,25 +2,18 @@
 
 use std::time::{Duration, SystemTime};
 
-use fuser::{FileAttr, FileType, INodeNo};
+use crate::ops::{FileAttr, FileType, INodeNo};
 
 /// The root directory.
-pub(crate) const ROOT: INodeNo = INodeNo::ROOT;
+pub(crate) const ROOT: u64 = INodeNo::ROOT.0;
 /// The volume file.
-pub(crate) const FILE: INodeNo = INodeNo(2);
+pub(crate) const FILE: u64 = 2;
 /// How long the kernel may cache names and attributes: nothing ever changes.
 pub(crate) const TTL: Duration = Duration::from_secs(3600);
 
-fn base(
-    ino: INodeNo,
-    kind: FileType,
-    perm: u16,
-    size: u64,
-    blksize: u32,
-    t: SystemTime,
-) -> FileAttr {
+fn base(ino: u64, kind: FileType, perm: u16, size: u64, blksize: u32, t: SystemTime) -> FileAttr {
     FileAttr {
-        ino,
+        ino: INodeNo(ino),
         size,
         blocks: size.div_ceil(512),
         atime: t,

@@ -1,55 +1,34 @@
 //! Data operations of the block file: read, write, flush/fsync, fallocate.
 
-use std::cell::RefCell;
-
-use fuser::{Errno, ReplyData, ReplyEmpty, ReplyWrite};
-
 use super::fs::{errno_of, BlockFs};
-
-thread_local! {
-    /// Each dispatch thread's read buffer, grown to the largest read seen.
-    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
+use crate::ops::{Errno, R};
 
 impl BlockFs {
-    /// Decrypts `size` bytes at `offset` into this thread's buffer and
-    /// replies with them (short at the end of the volume).
-    pub(crate) fn read_data(&self, offset: u64, size: u32, reply: ReplyData) {
+    /// Decrypts `out.len()` bytes at `offset` into `out`; answers how many
+    /// (short at the end of the volume).
+    pub(crate) fn read_data(&self, offset: u64, out: &mut [u8]) -> R<usize> {
         super::flusher::mark_thread();
-        READ_BUF.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            let size = size as usize;
-            if buf.len() < size {
-                buf.resize(size, 0);
-            }
-            match self.engine.read_at(&mut buf[..size], offset) {
-                Ok(n) => reply.data(&buf[..n]),
-                Err(e) => reply.error(errno_of(&e)),
-            }
-        })
+        self.engine.read_at(out, offset).map_err(|e| errno_of(&e))
     }
 
     /// Encrypts and writes `data` at `offset`; `EROFS` on a read-only volume.
-    pub(crate) fn write_data(&self, offset: u64, data: &[u8], reply: ReplyWrite) {
+    pub(crate) fn write_data(&self, offset: u64, data: &[u8]) -> R<u32> {
         super::flusher::mark_thread();
         if self.read_only {
-            return reply.error(Errno::EROFS);
+            return Err(Errno::EROFS);
         }
         match self.engine.write_at(data, offset) {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(errno_of(&e)),
+            Ok(n) => Ok(n as u32),
+            Err(e) => Err(errno_of(&e)),
         }
     }
 
     /// flush and fsync: `fdatasync` of the backing store.
-    pub(crate) fn sync(&self, reply: ReplyEmpty) {
+    pub(crate) fn sync(&self) -> R<()> {
         if self.read_only {
-            return reply.ok();
+            return Ok(());
         }
-        match self.engine.flush() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno_of(&e)),
-        }
+        self.engine.flush().map_err(|e| errno_of(&e))
     }
 
     /// `fallocate`, as the loop driver uses it:
@@ -61,32 +40,32 @@ impl BlockFs {
     ///   [`Engine::write_zeroes`](cryptkeep_volume::Engine::write_zeroes);
     /// - plain allocation inside the volume → nothing to do;
     /// - anything else → `EOPNOTSUPP`.
-    pub(crate) fn allocate(&self, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    pub(crate) fn allocate(&self, offset: u64, length: u64, mode: i32) -> R<()> {
         const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         if self.read_only {
-            return reply.error(Errno::EROFS);
+            return Err(Errno::EROFS);
         }
         if mode == PUNCH {
             if !self.allow_discards {
-                return reply.error(Errno::EOPNOTSUPP);
+                return Err(Errno::EOPNOTSUPP);
             }
-            return match self.engine.discard(offset, length) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno_of(&e)),
-            };
+            return self
+                .engine
+                .discard(offset, length)
+                .map_err(|e| errno_of(&e));
         }
         if mode & !libc::FALLOC_FL_KEEP_SIZE == libc::FALLOC_FL_ZERO_RANGE {
-            return match self.engine.write_zeroes(offset, length) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno_of(&e)),
-            };
+            return self
+                .engine
+                .write_zeroes(offset, length)
+                .map_err(|e| errno_of(&e));
         }
         let inside = offset
             .checked_add(length)
             .is_some_and(|end| end <= self.engine.size());
         if mode & !libc::FALLOC_FL_KEEP_SIZE == 0 && inside {
-            return reply.ok();
+            return Ok(());
         }
-        reply.error(Errno::EOPNOTSUPP)
+        Err(Errno::EOPNOTSUPP)
     }
 }

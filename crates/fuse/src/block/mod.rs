@@ -6,11 +6,11 @@
 //! - The file is opened with `FOPEN_DIRECT_IO` (and parallel direct writes),
 //!   so the loop device's direct I/O reaches the engine without the page
 //!   cache; `FUSE_ASYNC_DIO` lets the kernel keep many requests in flight.
-//! - Requests of up to 1 MiB (`max_write`, `max_pages`) are served by
-//!   several fuser dispatch threads (fuser 0.18's `n_threads`), each with its
-//!   own cloned /dev/fuse fd (`clone_fd`),
-//!   each marked `PR_SET_IO_FLUSHER` so its allocations never wait on the
-//!   writeback it is itself serving.
+//! - It is an [`Ops`](crate::ops::Ops) served by the crate's transport
+//!   like any other file system: requests of up to 1 MiB (`max_write`,
+//!   `max_pages`) read by several dispatch threads, each with its own
+//!   cloned /dev/fuse fd, each marked `PR_SET_IO_FLUSHER` so its
+//!   allocations never wait on the writeback it is itself serving.
 //! - flush/fsync → [`Engine::flush`](cryptkeep_volume::Engine::flush);
 //!   `fallocate(PUNCH_HOLE)` → [`Engine::discard`](cryptkeep_volume::Engine::discard)
 //!   only with `allow_discards` (otherwise `EOPNOTSUPP`), and then holes
@@ -23,7 +23,6 @@ mod attr;
 mod data;
 mod flusher;
 mod fs;
-mod init;
 mod mount;
 
 use std::path::{Path, PathBuf};

@@ -262,13 +262,7 @@ fn serve<H: Handler + 'static>(
             _ => "ordinary (mlocked)".to_string(),
         },
     ));
-    match &cfg.log {
-        Some(log) => detach_stdio(log),
-        None => {
-            // SAFETY: setsid has no memory-safety preconditions.
-            unsafe { libc::setsid() };
-        }
-    }
+    crate::detach::detach(cfg.log.as_deref());
     if cfg.log.is_some() {
         let summary: Vec<String> = facts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         eprintln!(
@@ -297,31 +291,4 @@ fn serve<H: Handler + 'static>(
         eprintln!("cryptkeep keep: {e}");
         keep_failure(e.to_string(), "see the keep's log")
     })
-}
-
-/// A new session; stdin and stdout on `/dev/null`, standard error
-/// appended to `log`.
-fn detach_stdio(log: &std::path::Path) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: setsid has no memory-safety preconditions.
-    unsafe { libc::setsid() };
-    let rw = |p: &std::path::Path, append: bool| {
-        std::fs::OpenOptions::new()
-            .read(!append)
-            .write(true)
-            .append(append)
-            .create(append)
-            .open(p)
-    };
-    if let Ok(null) = rw(std::path::Path::new("/dev/null"), false) {
-        // SAFETY: dup2 onto the standard descriptors from a valid fd.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), 0);
-            libc::dup2(null.as_raw_fd(), 1);
-        }
-    }
-    if let Ok(f) = rw(log, true) {
-        // SAFETY: as above.
-        unsafe { libc::dup2(f.as_raw_fd(), 2) };
-    }
 }

@@ -363,7 +363,7 @@ fn background(mut ctx: MountCtx) -> CliResult {
             drop(signals);
             // The keep asks for the password on our caller's terminal.
             let stdio = Stdio3::save();
-            daemon::detach_stdio(&log);
+            cryptkeep_keep::detach::detach(Some(&log));
             daemon::block_signals();
             daemon::harden();
             let unlocked = unlock(&mut ctx, stdio).and_then(|u| {
