@@ -85,6 +85,9 @@ enum Command {
     /// Exit 0 if VOLUME is a LUKS volume, 4 if not (cryptsetup isLuks).
     #[command(name = "isLuks")]
     IsLuks(isluks::Args),
+    /// Standalone dm-integrity devices (integritysetup): dump, verify.
+    #[command(subcommand)]
+    Integrity(integrity::IntegrityCmd),
     /// gocryptfs-compatible encrypted directories: init, mount, umount, passwd, info, fsck.
     #[command(subcommand)]
     Fs(fs::FsCmd),
@@ -154,6 +157,7 @@ fn run(cli: Cli) -> exit::CliResult {
         Command::Benchmark(a) => benchmark::run(a),
         Command::IsLuks(a) => isluks::run(a),
         Command::Fs(c) => fs::run(c),
+        Command::Integrity(c) => integrity::run(c),
         Command::Keep(c) => keep_serve::run(c),
         Command::Man(a) => man::run(a),
         Command::Bench(BenchCmd::Keep(a)) => bench_keep::run(a),

@@ -13,7 +13,7 @@ use fuser::{Config, MountOption, SessionACL};
 
 use crate::mountinfo::{is_fuse_mounted, unmount_when_idle, wait_for};
 use crate::ops::Ops;
-use crate::session::Session;
+use crate::session::{Session, MAX_PAYLOAD};
 use crate::Error;
 
 /// How to mount: what the transport and the kernel need to know.
@@ -64,10 +64,6 @@ impl MountOptions {
         }
     }
 }
-
-/// Largest request or answer payload: max_write and max_pages (see
-/// `Session::init`) are both 1 MiB.
-pub(crate) const MAX_PAYLOAD: usize = 1 << 20;
 
 /// A mounted file system, served by background threads; dropping it
 /// unmounts (a busy mount stays up and served).

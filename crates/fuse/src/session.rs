@@ -26,6 +26,10 @@ use crate::ops::{DirPlusSink, DirSink, FileType, Ops, SetAttr, XattrAnswer, R};
 /// BATCH_FORGET. Only INIT, FORGET and INTERRUPT come that way then.
 const FORGET_PAUSE: Duration = Duration::from_millis(10);
 
+/// Largest request or answer payload: max_write and max_pages (see
+/// `Session::init`) are at most 1 MiB.
+pub(crate) const MAX_PAYLOAD: usize = 1 << 20;
+
 /// A file system served over `/dev/fuse`.
 pub(crate) struct Session<F> {
     pub(crate) fs: Arc<F>,
@@ -71,8 +75,8 @@ impl<F: Ops> Filesystem for Session<F> {
         // Whatever the kernel refuses is left at the nearest value it
         // accepts; fuser derives max_pages from max(max_write, max_readahead).
         let max_io = match wants.max_io {
-            0 => crate::mount::MAX_PAYLOAD as u32,
-            n => n.clamp(4096, crate::mount::MAX_PAYLOAD as u32),
+            0 => MAX_PAYLOAD as u32,
+            n => n.clamp(4096, MAX_PAYLOAD as u32),
         };
         if let Err(n) = config.set_max_write(max_io) {
             let _ = config.set_max_write(n);

@@ -9,6 +9,7 @@ pub mod format;
 pub mod fs;
 pub mod header_backup;
 pub mod header_restore;
+pub mod integrity;
 pub mod isluks;
 pub mod kdf_opts;
 pub mod keep_serve;

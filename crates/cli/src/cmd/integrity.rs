@@ -1,0 +1,160 @@
+//! `cryptkeep integrity dump|verify`: standalone dm-integrity devices
+//! (integritysetup's verbs and option names), read without device-mapper.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::{Args as ClapArgs, Subcommand};
+use cryptkeep_integrity::{read_superblock, Error, Image, TagHash, DEFAULT_BUFFER_SECTORS};
+
+use crate::exit::{CliError, CliResult, Code};
+use crate::passphrase::read_key_file;
+
+/// The `integrity` verbs.
+#[derive(Subcommand, Debug)]
+pub enum IntegrityCmd {
+    /// Print the superblock (integritysetup dump).
+    Dump(DumpArgs),
+    /// Check every block's tag, replaying the journal in memory; optionally
+    /// write the verified data out. Exit 6 on a mismatch.
+    Verify(VerifyArgs),
+}
+
+/// Options of `integrity dump`.
+#[derive(ClapArgs, Debug)]
+pub struct DumpArgs {
+    /// The image file or block device.
+    pub device: PathBuf,
+}
+
+/// Options of `integrity verify`.
+#[derive(ClapArgs, Debug)]
+pub struct VerifyArgs {
+    /// The image file or block device.
+    pub device: PathBuf,
+    /// Tag algorithm: crc32c, sha1, sha256, hmac-sha1, hmac-sha256, hmac-sha512.
+    #[arg(long = "integrity", default_value = "crc32c", value_name = "ALG")]
+    pub integrity: String,
+    /// Key of an hmac algorithm.
+    #[arg(long = "integrity-key-file", value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Bytes of the key file to use (default: all of it).
+    #[arg(long = "integrity-key-size", value_name = "BYTES")]
+    pub key_size: Option<u64>,
+    /// The metadata buffer the device was written with (integritysetup
+    /// --buffer-sectors).
+    #[arg(long = "buffer-sectors", default_value_t = DEFAULT_BUFFER_SECTORS)]
+    pub buffer_sectors: u32,
+    /// Write the verified data (zeros where a tag did not match) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+fn failed(e: Error, place: &str) -> CliError {
+    match e {
+        Error::Io { what, source } => CliError::io(format!("cannot read {what}"), place, &source),
+        Error::NotIntegrity => CliError::new(
+            Code::NotFound,
+            e.to_string(),
+            place,
+            "check the device: it must be formatted by integritysetup",
+        ),
+        Error::BadHash(_) => CliError::usage(
+            e.to_string(),
+            place,
+            "give --integrity as at format time (and its key)",
+        ),
+        Error::Unsupported(_) => CliError::new(
+            Code::Corrupt,
+            e.to_string(),
+            place,
+            "open it with integritysetup where device-mapper is available",
+        ),
+        Error::BadSuperblock(_) | Error::TagMismatch { .. } => CliError::new(
+            Code::Corrupt,
+            e.to_string(),
+            place,
+            "the device is damaged or not what integritysetup made",
+        ),
+    }
+}
+
+/// Runs an `integrity` verb.
+pub fn run(c: IntegrityCmd) -> CliResult {
+    match c {
+        IntegrityCmd::Dump(a) => dump(a),
+        IntegrityCmd::Verify(a) => verify(a),
+    }
+}
+
+fn dump(a: DumpArgs) -> CliResult {
+    let place = a.device.display().to_string();
+    let sb = read_superblock(&a.device).map_err(|e| failed(e, &place))?;
+    print!("Info for integrity device {}.\n{}", place, sb.dump());
+    Ok(())
+}
+
+fn verify(a: VerifyArgs) -> CliResult {
+    let place = a.device.display().to_string();
+    let key = match &a.key_file {
+        Some(p) => Some(read_key_file(p, 0, a.key_size)?),
+        None => None,
+    };
+    let hash = TagHash::by_name(&a.integrity, key).map_err(|e| failed(e, &place))?;
+    let image = Image::open(&a.device, hash, a.buffer_sectors).map_err(|e| failed(e, &place))?;
+    let mut out = match &a.output {
+        Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| {
+            CliError::io("cannot create the output", p.display().to_string(), &e)
+        })?)),
+        None => None,
+    };
+    let report = image
+        .verify(out.as_mut().map(|w| w as &mut dyn Write))
+        .map_err(|e| failed(e, &place))?;
+    if let Some(mut w) = out {
+        w.flush()
+            .map_err(|e| CliError::io("cannot write the output", &place, &e))?;
+    }
+    let g = image.geometry();
+    println!(
+        "{} blocks of {} bytes checked ({} from the journal): {} mismatch{}",
+        report.blocks,
+        g.sectors_per_block * 512,
+        report.from_journal,
+        report.mismatches.len(),
+        if report.mismatches.len() == 1 {
+            ""
+        } else {
+            "es"
+        }
+    );
+    if let Some(&first) = report.mismatches.first() {
+        let shown: Vec<String> = report
+            .mismatches
+            .iter()
+            .take(10)
+            .map(u64::to_string)
+            .collect();
+        return Err(CliError::new(
+            Code::Corrupt,
+            format!(
+                "{} block(s) fail their integrity tag, first at sector {first} (sectors {}{})",
+                report.mismatches.len(),
+                shown.join(", "),
+                if report.mismatches.len() > 10 {
+                    ", …"
+                } else {
+                    ""
+                }
+            ),
+            place,
+            if report.mismatches.len() as u64 == report.blocks {
+                "every block fails: check --integrity and its key (as at format time)"
+            } else {
+                "the data or its tags were changed: restore them from a backup"
+            },
+        ));
+    }
+    Ok(())
+}

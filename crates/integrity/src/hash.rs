@@ -1,0 +1,161 @@
+//! [`TagHash`]: the per-block tag of a standalone integrity device (the
+//! kernel's `internal_hash`), computed as `integrity_sector_checksum`
+//! does: over the superblock salt (with `fix_hmac`), the block's first
+//! data sector as a little-endian u64, and the block's data; the digest
+//! is cut (or zero-padded) to the tag size.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha1::Sha1;
+use sha2::{Digest, Sha256, Sha512};
+use zeroize::Zeroizing;
+
+use crate::Error;
+
+/// A tag algorithm, by integritysetup's name.
+#[derive(Clone)]
+pub enum TagHash {
+    /// CRC-32C (Castagnoli), 4 bytes, stored little-endian.
+    Crc32c,
+    /// SHA-1, 20 bytes.
+    Sha1,
+    /// SHA-256, 32 bytes.
+    Sha256,
+    /// HMAC-SHA-1 with a key.
+    HmacSha1(Zeroizing<Vec<u8>>),
+    /// HMAC-SHA-256 with a key.
+    HmacSha256(Zeroizing<Vec<u8>>),
+    /// HMAC-SHA-512 with a key.
+    HmacSha512(Zeroizing<Vec<u8>>),
+}
+
+impl std::fmt::Debug for TagHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl TagHash {
+    /// The algorithm named `name` (`--integrity`), with `key` for the
+    /// hmac ones (required there, refused elsewhere).
+    pub fn by_name(name: &str, key: Option<Zeroizing<Vec<u8>>>) -> Result<TagHash, Error> {
+        let need = |k: Option<Zeroizing<Vec<u8>>>| {
+            k.filter(|k| !k.is_empty())
+                .ok_or_else(|| Error::BadHash(format!("{name} needs a key (--integrity-key-file)")))
+        };
+        let h = match name {
+            "crc32c" => TagHash::Crc32c,
+            "sha1" => TagHash::Sha1,
+            "sha256" => TagHash::Sha256,
+            "hmac-sha1" | "hmac(sha1)" => return Ok(TagHash::HmacSha1(need(key)?)),
+            "hmac-sha256" | "hmac(sha256)" => return Ok(TagHash::HmacSha256(need(key)?)),
+            "hmac-sha512" | "hmac(sha512)" => return Ok(TagHash::HmacSha512(need(key)?)),
+            other => {
+                return Err(Error::BadHash(format!(
+                    "unknown or unsupported algorithm {other:?} (crc32c, sha1, sha256, \
+                     hmac-sha1, hmac-sha256, hmac-sha512)"
+                )))
+            }
+        };
+        if key.is_some() {
+            return Err(Error::BadHash(format!("{name} takes no key")));
+        }
+        Ok(h)
+    }
+
+    /// integritysetup's name of the algorithm.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TagHash::Crc32c => "crc32c",
+            TagHash::Sha1 => "sha1",
+            TagHash::Sha256 => "sha256",
+            TagHash::HmacSha1(_) => "hmac-sha1",
+            TagHash::HmacSha256(_) => "hmac-sha256",
+            TagHash::HmacSha512(_) => "hmac-sha512",
+        }
+    }
+
+    /// The digest size, the default tag size.
+    pub fn digest_size(&self) -> usize {
+        match self {
+            TagHash::Crc32c => 4,
+            TagHash::Sha1 | TagHash::HmacSha1(_) => 20,
+            TagHash::Sha256 | TagHash::HmacSha256(_) => 32,
+            TagHash::HmacSha512(_) => 64,
+        }
+    }
+
+    /// Writes the tag of `data` (one block starting at data sector
+    /// `sector`) into `out` (the tag size): the digest's first bytes, zero
+    /// padded if the tag is longer.
+    pub fn tag(&self, salt: Option<&[u8; 16]>, sector: u64, data: &[u8], out: &mut [u8]) {
+        let sector = sector.to_le_bytes();
+        let parts: [&[u8]; 3] = [salt.map_or(&[][..], |s| &s[..]), &sector, data];
+        let mut digest = Zeroizing::new([0u8; 64]);
+        let n = self.digest_size();
+        match self {
+            TagHash::Crc32c => {
+                let mut c = 0u32;
+                for p in parts {
+                    c = crc32c::crc32c_append(c, p);
+                }
+                digest[..4].copy_from_slice(&c.to_le_bytes());
+            }
+            TagHash::Sha1 => digest[..n].copy_from_slice(&hash::<Sha1>(&parts)),
+            TagHash::Sha256 => digest[..n].copy_from_slice(&hash::<Sha256>(&parts)),
+            TagHash::HmacSha1(k) => digest[..n].copy_from_slice(&hmac::<Hmac<Sha1>>(k, &parts)),
+            TagHash::HmacSha256(k) => digest[..n].copy_from_slice(&hmac::<Hmac<Sha256>>(k, &parts)),
+            TagHash::HmacSha512(k) => digest[..n].copy_from_slice(&hmac::<Hmac<Sha512>>(k, &parts)),
+        }
+        let m = out.len().min(n);
+        out[..m].copy_from_slice(&digest[..m]);
+        out[m..].fill(0);
+    }
+}
+
+fn hash<D: Digest>(parts: &[&[u8]]) -> Vec<u8> {
+    let mut d = D::new();
+    for p in parts {
+        d.update(p);
+    }
+    d.finalize().to_vec()
+}
+
+fn hmac<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut m = <M as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_is_the_castagnoli_check_value() {
+        // RFC 3720 B.4: 32 bytes of zeros → 0x8a9136aa.
+        let mut out = [0u8; 4];
+        TagHash::Crc32c.tag(None, 0, &[0u8; 24], &mut out);
+        assert_eq!(u32::from_le_bytes(out), 0x8a91_36aa);
+    }
+
+    #[test]
+    fn keys_are_required_exactly_where_needed() {
+        assert!(TagHash::by_name("hmac-sha256", None).is_err());
+        assert!(TagHash::by_name("sha256", Some(Zeroizing::new(vec![1]))).is_err());
+        assert!(TagHash::by_name("crc32", None).is_err());
+        let h = TagHash::by_name("hmac-sha256", Some(Zeroizing::new(vec![7; 32]))).unwrap();
+        assert_eq!(h.digest_size(), 32);
+    }
+
+    #[test]
+    fn short_tags_are_cut_and_long_ones_padded() {
+        let mut long = [0xffu8; 40];
+        TagHash::Sha256.tag(None, 9, b"x", &mut long);
+        let mut short = [0u8; 8];
+        TagHash::Sha256.tag(None, 9, b"x", &mut short);
+        assert_eq!(&long[..8], &short);
+        assert_eq!(&long[32..], &[0u8; 8]);
+    }
+}

@@ -1,0 +1,30 @@
+//! The dm-integrity on-disk format, as the Linux kernel writes it
+//! (`drivers/md/dm-integrity.c`; `docs/format/integrity.md` describes every
+//! field): a superblock, a journal, then runs of tags interleaved with runs
+//! of data sectors. No device-mapper: the image is read through a file.
+//!
+//! - [`Superblock`]: the 8-sector header ("integrt", versions 1–6).
+//! - [`Geometry`]: where the journal, each data sector and each tag lie,
+//!   computed exactly as the kernel computes it.
+//! - [`TagHash`]: the per-sector tag (crc32c, sha1, sha256, hmac-sha*).
+//! - [`journal`]: the journal's sections, commit IDs and entries; what a
+//!   kernel would replay at the next activation.
+//! - [`Image`]: a standalone integrity image opened read-only: every block
+//!   read is checked against its tag, with the journal's committed entries
+//!   laid over the data.
+
+mod error;
+mod geometry;
+mod hash;
+mod image;
+pub mod journal;
+mod superblock;
+
+pub use error::Error;
+pub use geometry::{Geometry, DEFAULT_BUFFER_SECTORS};
+pub use hash::TagHash;
+pub use image::{read_superblock, Image, VerifyReport};
+pub use superblock::{Superblock, SB_FLAGS, SB_SECTORS};
+
+/// Bytes in the kernel's sector unit.
+pub const SECTOR: u64 = 512;
