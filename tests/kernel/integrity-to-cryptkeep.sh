@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+# dm-integrity both ways between the kernel and cryptkeep.
+# cryptkeep formats, the kernel reads and writes: `cryptkeep integrity
+# format` images (crc32c, sha256 with 4096-byte blocks, hmac-sha256, and one
+# with --no-wipe) dump as the kernel's do, open in the kernel, read as zeros
+# (wiped ones), take a pattern, and cryptkeep verifies what the kernel wrote.
 # The kernel's dm-integrity writes, cryptkeep reads. One boot formats four
 # standalone integrity images with integritysetup (crc32c / 512-byte blocks,
 # sha256 / 4096-byte blocks, hmac-sha256 with a key file, and one whose last
@@ -24,7 +29,11 @@ W=$KT_W
 MIB=$((1024 * 1024))
 kt_pattern "$W/pattern.bin" 2 integrity-to-cryptkeep
 head -c 32 /dev/urandom > "$W/hkey"
-for n in crc sha4k hmac crash; do truncate -s 64M "$W/$n.img"; done
+for n in crc sha4k hmac crash ours-crc ours-sha4k ours-hmac ours-nowipe; do truncate -s 64M "$W/$n.img"; done
+"$CK" integrity format -q "$W/ours-crc.img" >/dev/null
+"$CK" integrity format -q --integrity sha256 --sector-size 4096 "$W/ours-sha4k.img" >/dev/null
+"$CK" integrity format -q --integrity hmac-sha256 --integrity-key-file "$W/hkey" --integrity-key-size 32 "$W/ours-hmac.img" >/dev/null
+"$CK" integrity format -q --no-wipe "$W/ours-nowipe.img" >/dev/null
 
 cat > "$W/guest-script.sh" <<'GUEST'
 . /harness/guest.sh
@@ -43,6 +52,27 @@ crc|||1
 sha4k|--integrity sha256|--sector-size 4096|3
 hmac|--integrity hmac-sha256 --integrity-key-file /harness/hkey --integrity-key-size 32||0
 LIST
+# Formatted by cryptkeep: the kernel opens them, reads zeros, writes.
+while IFS='|' read -r n alg wiped; do
+  [ -n "$n" ] || continue
+  # shellcheck disable=SC2086
+  g_run "$n: kernel opens cryptkeep's format" integritysetup open $alg "$(g_disk "$n")" "$n" || continue
+  m=/dev/mapper/$n
+  if [ "$wiped" = 1 ]; then
+    z=$(head -c "$(blockdev --getsize64 "$m")" /dev/zero | sha256sum | cut -c1-64)
+    [ "$(sha256sum < "$m" | cut -c1-64)" = "$z" ] && g_ok "$n: the kernel reads zeros everywhere" \
+      || g_bad "$n: the kernel read something else than zeros"
+  fi
+  g_run "$n: kernel writes the pattern" dd if=$P of="$m" bs=64k seek=32 oflag=direct conv=fsync
+  [ "$(dd if="$m" bs=64k skip=32 count=32 iflag=direct 2>/dev/null | sha256sum)" = "$(sha256sum < $P)" ] \
+    && g_ok "$n: the kernel reads its pattern back" || g_bad "$n: the kernel read other bytes back"
+  g_run "$n: integritysetup close" integritysetup close "$n"
+done <<'LIST'
+ours-crc||1
+ours-sha4k|--integrity sha256|1
+ours-hmac|--integrity hmac-sha256 --integrity-key-file /harness/hkey --integrity-key-size 32|1
+ours-nowipe||0
+LIST
 # Left open: committed to the journal (fsync), never copied in place.
 c=$(g_disk crash)
 g_run "crash: integritysetup format" integritysetup format --batch-mode "$c"
@@ -52,6 +82,7 @@ g_finish
 GUEST
 kt_boot --timeout 400 --script "$W/guest-script.sh" --put "$KT_LIB/guest.sh" --put "$W/pattern.bin" \
   --put "$W/hkey" "$W/crc.img" "$W/sha4k.img" "$W/hmac.img" "$W/crash.img" \
+  "$W/ours-crc.img" "$W/ours-sha4k.img" "$W/ours-hmac.img" "$W/ours-nowipe.img" \
   || kt_die "the kernel could not make the integrity images (guest FAIL lines above)"
 
 pat_sha=$(sha256sum < "$W/pattern.bin" | cut -c1-64)
@@ -74,6 +105,17 @@ check crc 1
 check sha4k 3 --integrity sha256
 check hmac 0 --integrity hmac-sha256 --integrity-key-file "$W/hkey" --integrity-key-size 32
 check crash 1
+for n in ours-crc ours-sha4k ours-hmac; do
+  diff <(integritysetup dump "$W/$n.img" | tail -n +2) <(integritysetup dump "$W/${n#ours-}.img" | tail -n +2) >/dev/null \
+    && kt_ok "$n: cryptkeep's format has the kernel's superblock (integritysetup dump)" \
+    || kt_bad "$n: cryptkeep's superblock differs from the kernel's"
+done
+check ours-crc 2
+check ours-sha4k 2 --integrity sha256
+check ours-hmac 2 --integrity hmac-sha256 --integrity-key-file "$W/hkey" --integrity-key-size 32
+rc=0; out=$("$CK" integrity verify "$W/ours-nowipe.img" 2>&1) || rc=$?
+[ "$rc" = 6 ] && kt_ok "ours-nowipe: never-written blocks fail their tags, as in the kernel (exit 6)" \
+  || kt_bad "ours-nowipe: exit $rc: $out"
 jout=$("$CK" integrity verify "$W/crash.img")
 grep -q "([1-9][0-9]* from the journal)" <<< "$jout" \
   && kt_ok "crash: the pattern came from the journal" \

@@ -64,18 +64,7 @@ impl Image {
             what: path.display().to_string(),
             source,
         })?;
-        let size = file
-            .metadata()
-            .map_err(|source| Error::Io {
-                what: path.display().to_string(),
-                source,
-            })?
-            .len();
-        let size = if size == 0 {
-            block_device_size(&file).unwrap_or(0)
-        } else {
-            size
-        };
+        let size = device_size(&file, path)?;
         let mut b = vec![0u8; (SB_SECTORS * 512) as usize];
         read_exact_at(&file, &mut b, 0, "the superblock")?;
         let superblock = Superblock::parse(&b)?;
@@ -180,6 +169,23 @@ impl Image {
         }
         Ok(report)
     }
+}
+
+/// The size in bytes of an image file or a block device.
+pub(crate) fn device_size(file: &File, path: &Path) -> Result<u64, Error> {
+    let m = file.metadata().map_err(|source| Error::Io {
+        what: path.display().to_string(),
+        source,
+    })?;
+    if m.is_file() {
+        return Ok(m.len());
+    }
+    block_device_size(file).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "{}: neither a regular file nor a block device",
+            path.display()
+        ))
+    })
 }
 
 /// The size of a block device, through `BLKGETSIZE64`.

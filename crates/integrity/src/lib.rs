@@ -9,11 +9,13 @@
 //! - [`TagHash`]: the per-sector tag (crc32c, sha1, sha256, hmac-sha*).
 //! - [`journal`]: the journal's sections, commit IDs and entries; what a
 //!   kernel would replay at the next activation.
+//! - [`format`]: a new device as `integritysetup format` leaves it.
 //! - [`Image`]: a standalone integrity image opened read-only: every block
 //!   read is checked against its tag, with the journal's committed entries
 //!   laid over the data.
 
 mod error;
+mod format;
 mod geometry;
 mod hash;
 mod image;
@@ -21,6 +23,7 @@ pub mod journal;
 mod superblock;
 
 pub use error::Error;
+pub use format::{encode_superblock, format, FormatOptions};
 pub use geometry::{Geometry, DEFAULT_BUFFER_SECTORS};
 pub use hash::TagHash;
 pub use image::{read_superblock, Image, VerifyReport};

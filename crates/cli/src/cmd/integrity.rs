@@ -1,4 +1,4 @@
-//! `cryptkeep integrity dump|verify`: standalone dm-integrity devices
+//! `cryptkeep integrity format|dump|verify`: standalone dm-integrity devices
 //! (integritysetup's verbs and option names), read without device-mapper.
 
 use std::fs::File;
@@ -6,19 +6,83 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand};
-use cryptkeep_integrity::{read_superblock, Error, Image, TagHash, DEFAULT_BUFFER_SECTORS};
+use cryptkeep_integrity::{
+    read_superblock, Error, FormatOptions, Image, TagHash, DEFAULT_BUFFER_SECTORS,
+};
 
 use crate::exit::{CliError, CliResult, Code};
-use crate::passphrase::read_key_file;
+use crate::passphrase::{confirm, read_key_file, stderr_is_tty};
 
 /// The `integrity` verbs.
 #[derive(Subcommand, Debug)]
 pub enum IntegrityCmd {
+    /// Format a device for integrity tags (integritysetup format).
+    Format(FormatArgs),
     /// Print the superblock (integritysetup dump).
     Dump(DumpArgs),
     /// Check every block's tag, replaying the journal in memory; optionally
     /// write the verified data out. Exit 6 on a mismatch.
     Verify(VerifyArgs),
+}
+
+/// The tag algorithm and its key, as integritysetup names them.
+#[derive(ClapArgs, Debug)]
+pub struct AlgArgs {
+    /// Tag algorithm: crc32c, sha1, sha256, hmac-sha1, hmac-sha256, hmac-sha512.
+    #[arg(long = "integrity", default_value = "crc32c", value_name = "ALG")]
+    pub integrity: String,
+    /// Key of an hmac algorithm.
+    #[arg(long = "integrity-key-file", value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Bytes of the key file to use (default: all of it).
+    #[arg(long = "integrity-key-size", value_name = "BYTES")]
+    pub key_size: Option<u64>,
+}
+
+impl AlgArgs {
+    fn hash(&self, place: &str) -> CliResult<TagHash> {
+        let key = match &self.key_file {
+            Some(p) => Some(read_key_file(p, 0, self.key_size)?),
+            None => None,
+        };
+        TagHash::by_name(&self.integrity, key).map_err(|e| failed(e, place))
+    }
+}
+
+/// Options of `integrity format`.
+#[derive(ClapArgs, Debug)]
+pub struct FormatArgs {
+    /// The image file or block device (its whole size).
+    pub device: PathBuf,
+    #[command(flatten)]
+    pub alg: AlgArgs,
+    /// Tag bytes per block (default: the algorithm's digest size).
+    #[arg(short = 't', long = "tag-size", value_name = "BYTES")]
+    pub tag_size: Option<u16>,
+    /// Block size: 512, 1024, 2048 or 4096 bytes.
+    #[arg(
+        short = 's',
+        long = "sector-size",
+        default_value_t = 512,
+        value_name = "BYTES"
+    )]
+    pub sector_size: u32,
+    /// Journal size in bytes (default: 1/128 of the device, at most 64 MiB).
+    #[arg(short = 'j', long = "journal-size", value_name = "BYTES")]
+    pub journal_size: Option<u64>,
+    /// Data sectors between two runs of tags (default 32768).
+    #[arg(
+        long = "interleave-sectors",
+        default_value_t = 0,
+        value_name = "SECTORS"
+    )]
+    pub interleave_sectors: u32,
+    /// Do not zero the device: tags stay unset, and a block reads only once written.
+    #[arg(long = "no-wipe")]
+    pub no_wipe: bool,
+    /// Do not ask for confirmation.
+    #[arg(short = 'q', long = "batch-mode")]
+    pub batch_mode: bool,
 }
 
 /// Options of `integrity dump`.
@@ -33,15 +97,8 @@ pub struct DumpArgs {
 pub struct VerifyArgs {
     /// The image file or block device.
     pub device: PathBuf,
-    /// Tag algorithm: crc32c, sha1, sha256, hmac-sha1, hmac-sha256, hmac-sha512.
-    #[arg(long = "integrity", default_value = "crc32c", value_name = "ALG")]
-    pub integrity: String,
-    /// Key of an hmac algorithm.
-    #[arg(long = "integrity-key-file", value_name = "FILE")]
-    pub key_file: Option<PathBuf>,
-    /// Bytes of the key file to use (default: all of it).
-    #[arg(long = "integrity-key-size", value_name = "BYTES")]
-    pub key_size: Option<u64>,
+    #[command(flatten)]
+    pub alg: AlgArgs,
     /// The metadata buffer the device was written with (integritysetup
     /// --buffer-sectors).
     #[arg(long = "buffer-sectors", default_value_t = DEFAULT_BUFFER_SECTORS)]
@@ -83,9 +140,51 @@ fn failed(e: Error, place: &str) -> CliError {
 /// Runs an `integrity` verb.
 pub fn run(c: IntegrityCmd) -> CliResult {
     match c {
+        IntegrityCmd::Format(a) => format(a),
         IntegrityCmd::Dump(a) => dump(a),
         IntegrityCmd::Verify(a) => verify(a),
     }
+}
+
+fn format(a: FormatArgs) -> CliResult {
+    let place = a.device.display().to_string();
+    let hash = a.alg.hash(&place)?;
+    confirm(
+        &format!("WARNING!\n========\nThis will overwrite data on {place} irrevocably."),
+        &place,
+        a.batch_mode,
+    )?;
+    let mut salt = [0u8; 16];
+    cryptkeep_crypto::rand::fill_random(&mut salt)
+        .map_err(|e| CliError::new(Code::Unexpected, e.to_string(), &place, "retry"))?;
+    let o = FormatOptions {
+        hash,
+        tag_size: a.tag_size,
+        sector_size: a.sector_size,
+        journal_bytes: a.journal_size,
+        interleave_sectors: a.interleave_sectors,
+        wipe: !a.no_wipe,
+    };
+    let tty = stderr_is_tty();
+    let mut last = std::time::Instant::now();
+    let sb = cryptkeep_integrity::format(&a.device, &o, salt, &mut |done, all| {
+        if tty && (last.elapsed().as_millis() >= 500 || done == all) {
+            last = std::time::Instant::now();
+            eprint!(
+                "\rWiping the device: {done} of {all} blocks ({}%)",
+                done * 100 / all.max(1)
+            );
+            if done == all {
+                eprintln!();
+            }
+        }
+    })
+    .map_err(|e| failed(e, &place))?;
+    println!(
+        "Formatted with tag size {}, internal integrity {}; {} data sectors.",
+        sb.tag_size, a.alg.integrity, sb.provided_data_sectors
+    );
+    Ok(())
 }
 
 fn dump(a: DumpArgs) -> CliResult {
@@ -97,11 +196,7 @@ fn dump(a: DumpArgs) -> CliResult {
 
 fn verify(a: VerifyArgs) -> CliResult {
     let place = a.device.display().to_string();
-    let key = match &a.key_file {
-        Some(p) => Some(read_key_file(p, 0, a.key_size)?),
-        None => None,
-    };
-    let hash = TagHash::by_name(&a.integrity, key).map_err(|e| failed(e, &place))?;
+    let hash = a.alg.hash(&place)?;
     let image = Image::open(&a.device, hash, a.buffer_sectors).map_err(|e| failed(e, &place))?;
     let mut out = match &a.output {
         Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| {
