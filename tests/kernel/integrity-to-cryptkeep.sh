@@ -4,6 +4,9 @@
 # format` images (crc32c, sha256 with 4096-byte blocks, hmac-sha256, and one
 # with --no-wipe) dump as the kernel's do, open in the kernel, read as zeros
 # (wiped ones), take a pattern, and cryptkeep verifies what the kernel wrote.
+# cryptkeep's journal: a pattern written through the library's journal
+# (several laps of the journal ring), and one more write "lost" right after
+# its journal commit: the kernel replays both and reads exactly them.
 # The kernel's dm-integrity writes, cryptkeep reads. One boot formats four
 # standalone integrity images with integritysetup (crc32c / 512-byte blocks,
 # sha256 / 4096-byte blocks, hmac-sha256 with a key file, and one whose last
@@ -28,8 +31,21 @@ kt_workdir
 W=$KT_W
 MIB=$((1024 * 1024))
 kt_pattern "$W/pattern.bin" 2 integrity-to-cryptkeep
+pat_sha=$(sha256sum < "$W/pattern.bin" | cut -c1-64)
 head -c 32 /dev/urandom > "$W/hkey"
-for n in crc sha4k hmac crash ours-crc ours-sha4k ours-hmac ours-nowipe; do truncate -s 64M "$W/$n.img"; done
+for n in crc sha4k hmac crash ours-crc ours-sha4k ours-hmac ours-nowipe ours-journal; do truncate -s 64M "$W/$n.img"; done
+IW=${CARGO_TARGET_DIR:-$KT_REPO/target}/release/examples/integrity_write
+[ -x "$IW" ] || kt_die "$IW is missing: build it with 'cargo build --release -p cryptkeep-integrity --examples'"
+kt_pattern "$W/second.bin" 1 integrity-second
+"$CK" integrity format -q "$W/ours-journal.img" >/dev/null
+"$IW" "$W/ours-journal.img" 0 "$W/pattern.bin" || kt_die "integrity_write failed"
+"$IW" "$W/ours-journal.img" $((8 * MIB)) "$W/second.bin" --crash-after-commit || kt_die "integrity_write failed"
+second_sha=$(sha256sum < "$W/second.bin" | cut -c1-64)
+jv=$("$CK" integrity verify "$W/ours-journal.img" 2>&1) || kt_bad "ours-journal: cryptkeep cannot read its own journal: $jv"
+grep -q "([1-9][0-9]* from the journal)" <<< "$jv" && kt_ok "ours-journal: cryptkeep reads the lost write from its journal ($jv)" \
+  || kt_bad "ours-journal: expected blocks from the journal: $jv"
+cmp -s <("$CK" integrity verify "$W/ours-journal.img" --output /dev/stdout 2>/dev/null | dd bs=1M skip=8 count=1 iflag=fullblock status=none) "$W/second.bin" \
+  && kt_ok "ours-journal: cryptkeep reads back the lost write" || kt_bad "ours-journal: cryptkeep lost its own committed write"
 "$CK" integrity format -q "$W/ours-crc.img" >/dev/null
 "$CK" integrity format -q --integrity sha256 --sector-size 4096 "$W/ours-sha4k.img" >/dev/null
 "$CK" integrity format -q --integrity hmac-sha256 --integrity-key-file "$W/hkey" --integrity-key-size 32 "$W/ours-hmac.img" >/dev/null
@@ -73,6 +89,18 @@ ours-sha4k|--integrity sha256|1
 ours-hmac|--integrity hmac-sha256 --integrity-key-file /harness/hkey --integrity-key-size 32|1
 ours-nowipe||0
 LIST
+# Written by cryptkeep's journal, the last write never copied in place.
+j=$(g_disk ours-journal)
+if g_run "ours-journal: kernel opens (replaying cryptkeep's journal)" integritysetup open "$j" oj; then
+  [ "$(dd if=/dev/mapper/oj bs=1M count=2 iflag=direct 2>/dev/null | sha256sum | cut -c1-64)" = "$(cat /harness/pat_sha)" ] \
+    && g_ok "ours-journal: the kernel reads the pattern cryptkeep wrote through its journal" \
+    || g_bad "ours-journal: the kernel read other bytes at 0"
+  [ "$(dd if=/dev/mapper/oj bs=1M skip=8 count=1 iflag=direct 2>/dev/null | sha256sum | cut -c1-64)" = "$(cat /harness/second_sha)" ] \
+    && g_ok "ours-journal: the kernel replayed the write cryptkeep lost after its commit" \
+    || g_bad "ours-journal: the kernel did not replay the committed write"
+  g_run "ours-journal: the kernel reads the whole device" dd if=/dev/mapper/oj of=/dev/null bs=1M iflag=direct
+  g_run "ours-journal: close" integritysetup close oj
+fi
 # Left open: committed to the journal (fsync), never copied in place.
 c=$(g_disk crash)
 g_run "crash: integritysetup format" integritysetup format --batch-mode "$c"
@@ -80,12 +108,13 @@ g_run "crash: open with a lazy journal" integritysetup open --journal-watermark 
 g_run "crash: write the pattern" dd if=$P of=/dev/mapper/crash bs=64k seek=16 oflag=direct conv=fsync
 g_finish
 GUEST
+echo "$pat_sha" > "$W/pat_sha"; echo "$second_sha" > "$W/second_sha"
 kt_boot --timeout 400 --script "$W/guest-script.sh" --put "$KT_LIB/guest.sh" --put "$W/pattern.bin" \
   --put "$W/hkey" "$W/crc.img" "$W/sha4k.img" "$W/hmac.img" "$W/crash.img" \
-  "$W/ours-crc.img" "$W/ours-sha4k.img" "$W/ours-hmac.img" "$W/ours-nowipe.img" \
+  "$W/ours-crc.img" "$W/ours-sha4k.img" "$W/ours-hmac.img" "$W/ours-nowipe.img" "$W/ours-journal.img" \
+  --put "$W/pat_sha" --put "$W/second_sha" \
   || kt_die "the kernel could not make the integrity images (guest FAIL lines above)"
 
-pat_sha=$(sha256sum < "$W/pattern.bin" | cut -c1-64)
 # check NAME MIB ALG [options]: dump as integritysetup, verify, pattern at MIB.
 check() {
   local n=$1 at=$2 out

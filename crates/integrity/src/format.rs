@@ -122,7 +122,7 @@ pub fn format(
 
 /// Every journal sector with commit ID sequence 0 and every entry unused:
 /// a journal the kernel finds empty.
-fn write_journal(file: &File, g: &Geometry) -> Result<(), Error> {
+pub(crate) fn write_journal(file: &File, g: &Geometry) -> Result<(), Error> {
     let mut buf = vec![0u8; g.journal_section_sectors as usize * 512];
     for i in 0..g.journal_sections {
         buf.fill(0);

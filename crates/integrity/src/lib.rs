@@ -10,10 +10,13 @@
 //! - [`journal`]: the journal's sections, commit IDs and entries; what a
 //!   kernel would replay at the next activation.
 //! - [`format`]: a new device as `integritysetup format` leaves it.
+//! - [`Device`]: a device opened for reading and writing (journal or
+//!   direct), as the kernel serves it.
 //! - [`Image`]: a standalone integrity image opened read-only: every block
 //!   read is checked against its tag, with the journal's committed entries
 //!   laid over the data.
 
+mod device;
 mod error;
 mod format;
 mod geometry;
@@ -22,6 +25,7 @@ mod image;
 pub mod journal;
 mod superblock;
 
+pub use device::{Device, Mode};
 pub use error::Error;
 pub use format::{encode_superblock, format, FormatOptions};
 pub use geometry::{Geometry, DEFAULT_BUFFER_SECTORS};

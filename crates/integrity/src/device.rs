@@ -1,0 +1,519 @@
+//! [`Device`]: a standalone integrity device opened for reading and
+//! writing, as the kernel's dm-integrity serves it.
+//!
+//! - Reads check every block's tag (a mismatch is [`Error::TagMismatch`];
+//!   the kernel answers `EILSEQ`).
+//! - Writes, in journal mode (the default), go first to the journal: one
+//!   section per batch of blocks, with the kernel's entry layout and commit
+//!   IDs, made durable (`fdatasync`), then to the data and tag areas. A
+//!   crash between the two leaves a committed section that the next open —
+//!   by cryptkeep or by the kernel — replays. Sections are used in a ring;
+//!   the commit-ID sequence value advances at each wrap, as the kernel's
+//!   does, so its replay finds the newest entries last.
+//! - Without a journal (`--integrity-no-journal`), data and tag are written
+//!   in place directly; a crash between them can leave a block whose tag
+//!   fails, as with the kernel.
+//! - Opening for writing replays the journal in place and starts a fresh
+//!   one; opening read-only lays it over the data in memory.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{Mutex, RwLock};
+
+use crate::geometry::{JOURNAL_BLOCK_SECTORS, JOURNAL_SECTOR_DATA};
+use crate::journal::{self, commit_id, Replay};
+use crate::superblock::{
+    FLAG_DIRTY_BITMAP, FLAG_FIXED_HMAC, FLAG_INLINE, FLAG_JOURNAL_MAC, FLAG_RECALCULATING,
+    SB_SECTORS,
+};
+use crate::{Error, Geometry, Superblock, TagHash};
+
+/// Where the next journal section goes.
+#[derive(Debug)]
+struct Ring {
+    next_section: u32,
+    seq: u8,
+    /// The ring wrapped since the last sync: the in-place copies of the
+    /// lap before must be made durable before a section is reused.
+    wrapped: bool,
+}
+
+/// How to open a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Reads only; the journal is laid over the data in memory.
+    ReadOnly,
+    /// Writes through the journal (the kernel's default, `J`).
+    Journal,
+    /// Writes in place without a journal (`--integrity-no-journal`, `D`).
+    Direct,
+}
+
+/// An open integrity device.
+#[derive(Debug)]
+pub struct Device {
+    file: File,
+    superblock: Superblock,
+    geometry: Geometry,
+    hash: TagHash,
+    mode: Mode,
+    /// Blocks held in memory from the journal (read-only opens).
+    replay: Replay,
+    ring: Mutex<Ring>,
+    /// Writers exclude readers so a read never sees a block's new data
+    /// with its old tag.
+    io: RwLock<()>,
+    /// Stop after committing to the journal (tests of crash recovery).
+    crash_after_commit: bool,
+}
+
+fn io_err(what: &str, at: u64, source: std::io::Error) -> Error {
+    Error::Io {
+        what: format!("{what} at byte {at}"),
+        source,
+    }
+}
+
+impl Device {
+    /// Opens the device at `path` with tag algorithm `hash` in `mode`,
+    /// reading metadata in `buffer_sectors` units.
+    pub fn open(
+        path: &Path,
+        hash: TagHash,
+        mode: Mode,
+        buffer_sectors: u32,
+    ) -> Result<Device, Error> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(mode != Mode::ReadOnly)
+            .open(path)
+            .map_err(|source| Error::Io {
+                what: path.display().to_string(),
+                source,
+            })?;
+        let size = crate::image::device_size(&file, path)?;
+        let mut b = vec![0u8; (SB_SECTORS * 512) as usize];
+        file.read_exact_at(&mut b, 0)
+            .map_err(|e| io_err("the superblock", 0, e))?;
+        let superblock = Superblock::parse(&b)?;
+        for (flag, what) in [
+            (
+                FLAG_INLINE,
+                "inline mode (tags in the device's protection information)",
+            ),
+            (FLAG_DIRTY_BITMAP, "bitmap mode"),
+            (
+                FLAG_RECALCULATING,
+                "a device whose tags are being recalculated",
+            ),
+        ] {
+            if superblock.has(flag) {
+                return Err(Error::Unsupported(what.into()));
+            }
+        }
+        if mode != Mode::ReadOnly && superblock.has(FLAG_JOURNAL_MAC) {
+            return Err(Error::Unsupported(
+                "writing a device whose journal carries a MAC (--journal-integrity)".into(),
+            ));
+        }
+        let geometry = Geometry::new(&superblock, 0, size / 512, buffer_sectors)?;
+        let replay = journal::read(&geometry, &mut |buf, at| {
+            file.read_exact_at(buf, at)
+                .map_err(|e| io_err("the journal", at, e))
+        })?;
+        let mut d = Device {
+            file,
+            superblock,
+            geometry,
+            hash,
+            mode,
+            replay,
+            ring: Mutex::new(Ring {
+                next_section: 0,
+                seq: 1,
+                wrapped: false,
+            }),
+            io: RwLock::new(()),
+            crash_after_commit: false,
+        };
+        if mode != Mode::ReadOnly {
+            d.replay_in_place()?;
+        }
+        Ok(d)
+    }
+
+    /// The usable size in bytes.
+    pub fn size(&self) -> u64 {
+        self.geometry.provided_data_sectors * 512
+    }
+
+    /// The block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.geometry.sectors_per_block as usize * 512
+    }
+
+    /// The superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock
+    }
+
+    /// Makes every later write stop right after its journal commit, as if
+    /// the machine lost power there (for tests of recovery).
+    pub fn crash_after_commit(&mut self) {
+        self.crash_after_commit = true;
+    }
+
+    fn salt(&self) -> Option<&[u8; 16]> {
+        self.superblock
+            .has(FLAG_FIXED_HMAC)
+            .then_some(&self.superblock.salt)
+    }
+
+    fn sync(&self) -> Result<(), Error> {
+        self.file.sync_data().map_err(|source| Error::Io {
+            what: "the device (flushing)".into(),
+            source,
+        })
+    }
+
+    /// Writes the committed journal entries in place, then starts a fresh
+    /// journal (every sector sequence 0, every entry unused).
+    fn replay_in_place(&mut self) -> Result<(), Error> {
+        let entries = std::mem::take(&mut self.replay.entries);
+        if !entries.is_empty() {
+            let mut sorted: Vec<_> = entries.into_values().collect();
+            sorted.sort_by_key(|e| e.sector);
+            for e in &sorted {
+                self.write_block_in_place(e.sector, &e.data, &e.tag)?;
+            }
+            self.sync()?;
+        }
+        crate::format::write_journal(&self.file, &self.geometry)?;
+        self.sync()
+    }
+
+    fn write_block_in_place(&self, sector: u64, data: &[u8], tag: &[u8]) -> Result<(), Error> {
+        let g = &self.geometry;
+        let at = g.data_sector(sector) * 512;
+        self.file
+            .write_all_at(data, at)
+            .map_err(|e| io_err("data (writing)", at, e))?;
+        let at = g.tag_offset(sector);
+        self.file
+            .write_all_at(tag, at)
+            .map_err(|e| io_err("a tag (writing)", at, e))
+    }
+
+    /// Reads the block at data sector `sector` into `out` (one block) and
+    /// checks its tag.
+    fn read_block(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
+        let g = &self.geometry;
+        let mut tag = vec![0u8; g.tag_size as usize];
+        if let Some(e) = self.replay.entries.get(&sector) {
+            out.copy_from_slice(&e.data);
+            tag.copy_from_slice(&e.tag);
+        } else {
+            let at = g.data_sector(sector) * 512;
+            self.file
+                .read_exact_at(out, at)
+                .map_err(|e| io_err("data", at, e))?;
+            let at = g.tag_offset(sector);
+            self.file
+                .read_exact_at(&mut tag, at)
+                .map_err(|e| io_err("a tag", at, e))?;
+        }
+        let mut want = vec![0u8; tag.len()];
+        self.hash.tag(self.salt(), sector, out, &mut want);
+        if want != tag {
+            return Err(Error::TagMismatch { sector });
+        }
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at byte `offset` of the provided data,
+    /// checking every block it touches; short at the end of the device.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
+        let _r = self.io.read().unwrap_or_else(|p| p.into_inner());
+        let bs = self.block_size() as u64;
+        let end = (offset + buf.len() as u64).min(self.size());
+        if offset >= end {
+            return Ok(0);
+        }
+        let mut block = vec![0u8; bs as usize];
+        let mut pos = offset;
+        while pos < end {
+            let b = pos / bs;
+            let within = (pos % bs) as usize;
+            let n = ((bs as usize) - within).min((end - pos) as usize);
+            let dst = &mut buf[(pos - offset) as usize..(pos - offset) as usize + n];
+            if within == 0 && n == bs as usize {
+                self.read_block(b * bs / 512, dst)?;
+            } else {
+                self.read_block(b * bs / 512, &mut block)?;
+                dst.copy_from_slice(&block[within..within + n]);
+            }
+            pos += n as u64;
+        }
+        Ok((end - offset) as usize)
+    }
+
+    /// Writes `data` at byte `offset` of the provided data (partial blocks
+    /// are read, checked and merged first).
+    pub fn write_at(&self, data: &[u8], offset: u64) -> Result<(), Error> {
+        if self.mode == Mode::ReadOnly {
+            return Err(Error::Unsupported(
+                "writing a device opened read-only".into(),
+            ));
+        }
+        let end = offset + data.len() as u64;
+        if end > self.size() {
+            return Err(Error::Io {
+                what: format!("a write at byte {offset}"),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
+        }
+        let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
+        let bs = self.block_size() as u64;
+        let first = offset / bs;
+        let last = end.div_ceil(bs);
+        let mut blocks = vec![0u8; ((last - first) * bs) as usize];
+        let head = (offset - first * bs) as usize;
+        if head != 0 {
+            self.read_block(first * bs / 512, &mut blocks[..bs as usize])?;
+        }
+        if !end.is_multiple_of(bs) && (last - 1 > first || head == 0) {
+            let at = ((last - 1 - first) * bs) as usize;
+            self.read_block((last - 1) * bs / 512, &mut blocks[at..at + bs as usize])?;
+        }
+        blocks[head..head + data.len()].copy_from_slice(data);
+        self.write_blocks(first * bs / 512, &blocks)
+    }
+
+    /// Writes whole blocks starting at data sector `sector`.
+    fn write_blocks(&self, sector: u64, blocks: &[u8]) -> Result<(), Error> {
+        let g = &self.geometry;
+        let bs = self.block_size();
+        let spb = u64::from(g.sectors_per_block);
+        let ts = g.tag_size as usize;
+        let n = blocks.len() / bs;
+        let mut tags = vec![0u8; n * ts];
+        for i in 0..n {
+            let s = sector + i as u64 * spb;
+            self.hash.tag(
+                self.salt(),
+                s,
+                &blocks[i * bs..(i + 1) * bs],
+                &mut tags[i * ts..(i + 1) * ts],
+            );
+        }
+        let in_place = |from: usize, to: usize| -> Result<(), Error> {
+            for i in from..to {
+                self.write_block_in_place(
+                    sector + i as u64 * spb,
+                    &blocks[i * bs..(i + 1) * bs],
+                    &tags[i * ts..(i + 1) * ts],
+                )?;
+            }
+            Ok(())
+        };
+        if self.mode != Mode::Journal {
+            return in_place(0, n);
+        }
+        // Section by section: commit, then copy in place. A section is
+        // overwritten only a lap later, after the copies of the lap before
+        // were made durable (see `commit_section`).
+        let per = g.journal_section_entries as usize;
+        for start in (0..n).step_by(per) {
+            let end = (start + per).min(n);
+            self.commit_section(
+                sector + start as u64 * spb,
+                &blocks[start * bs..end * bs],
+                &tags[start * ts..end * ts],
+            )?;
+            if self.crash_after_commit && end == n {
+                return Ok(());
+            }
+            in_place(start, end)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one journal section holding `blocks` (consecutive, from data
+    /// sector `sector`) with their `tags`, and makes it durable.
+    fn commit_section(&self, sector: u64, blocks: &[u8], tags: &[u8]) -> Result<(), Error> {
+        let g = &self.geometry;
+        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        if ring.wrapped {
+            self.sync()?;
+            ring.wrapped = false;
+        }
+        let i = ring.next_section;
+        let seq = ring.seq;
+        let bs = self.block_size();
+        let spb = g.sectors_per_block as usize;
+        let ts = g.tag_size as usize;
+        let mut buf = vec![0u8; g.journal_section_sectors as usize * 512];
+        for n in 0..g.journal_section_entries as usize {
+            let e = (n % JOURNAL_BLOCK_SECTORS as usize) * 512
+                + (n / JOURNAL_BLOCK_SECTORS as usize) * g.journal_entry_size as usize;
+            let block = n * bs;
+            if block >= blocks.len() {
+                buf[e + 4..e + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+                continue;
+            }
+            let s = sector + (n * spb) as u64;
+            buf[e..e + 8].copy_from_slice(&s.to_le_bytes());
+            for k in 0..spb {
+                let src = &blocks[block + k * 512..block + (k + 1) * 512];
+                let js = (JOURNAL_BLOCK_SECTORS as usize + n * spb + k) * 512;
+                buf[js..js + 504].copy_from_slice(&src[..504]);
+                let lb = e + 8 + 8 * k;
+                buf[lb..lb + 8].copy_from_slice(&src[504..]);
+            }
+            let t = e + 8 + 8 * spb;
+            buf[t..t + ts].copy_from_slice(&tags[n * ts..(n + 1) * ts]);
+        }
+        for j in 0..g.journal_section_sectors {
+            let at = j as usize * 512 + JOURNAL_SECTOR_DATA as usize;
+            buf[at..at + 8].copy_from_slice(&commit_id(i, j, seq).to_le_bytes());
+        }
+        let at = g.journal_offset(i, 0);
+        self.file
+            .write_all_at(&buf, at)
+            .map_err(|e| io_err("the journal (writing)", at, e))?;
+        self.sync()?;
+        ring.next_section += 1;
+        if ring.next_section == g.journal_sections {
+            ring.next_section = 0;
+            ring.seq = (ring.seq + 1) % 4;
+            ring.wrapped = true;
+        }
+        Ok(())
+    }
+
+    /// Makes every completed write durable.
+    pub fn flush(&self) -> Result<(), Error> {
+        if self.mode == Mode::ReadOnly {
+            return Ok(());
+        }
+        self.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{format, FormatOptions, Image, DEFAULT_BUFFER_SECTORS};
+
+    fn formatted(name: &str, mib: u64, sector_size: u32) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("ck-intdev-{}-{name}", std::process::id()));
+        File::create(&p).unwrap().set_len(mib << 20).unwrap();
+        let o = FormatOptions {
+            hash: TagHash::Crc32c,
+            tag_size: None,
+            sector_size,
+            journal_bytes: Some(64 << 10),
+            interleave_sectors: 0,
+            wipe: true,
+        };
+        format(&p, &o, [3; 16], &mut |_, _| {}).unwrap();
+        p
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 9) as u8)
+            .collect()
+    }
+
+    fn image_data(p: &Path) -> (Vec<u8>, crate::VerifyReport) {
+        let img = Image::open(p, TagHash::Crc32c, DEFAULT_BUFFER_SECTORS).unwrap();
+        let mut out = Vec::new();
+        let r = img.verify(Some(&mut out)).unwrap();
+        (out, r)
+    }
+
+    #[test]
+    fn writes_through_the_journal_read_back_everywhere() {
+        for (mode, ss) in [
+            (Mode::Journal, 512),
+            (Mode::Direct, 512),
+            (Mode::Journal, 4096),
+        ] {
+            let p = formatted(&format!("{mode:?}-{ss}"), 8, ss);
+            let d = Device::open(&p, TagHash::Crc32c, mode, DEFAULT_BUFFER_SECTORS).unwrap();
+            let mut model = vec![0u8; d.size() as usize];
+            // Many writes, unaligned ones too, enough to wrap the journal
+            // ring several times.
+            for (k, (off, len)) in [
+                (0u64, 4096usize),
+                (1000, 70000),
+                (5 << 20, 1 << 20),
+                (777, 3),
+            ]
+            .into_iter()
+            .cycle()
+            .take(40)
+            .enumerate()
+            {
+                let data = pattern(len, k as u8);
+                d.write_at(&data, off).unwrap();
+                model[off as usize..off as usize + len].copy_from_slice(&data);
+            }
+            let mut back = vec![0u8; d.size() as usize];
+            assert_eq!(d.read_at(&mut back, 0).unwrap(), back.len());
+            assert!(back == model, "{mode:?} {ss}: read back differs");
+            drop(d);
+            let (out, r) = image_data(&p);
+            assert!(r.mismatches.is_empty(), "{mode:?} {ss}: tag mismatches");
+            assert!(out == model, "{mode:?} {ss}: the image differs");
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_crash_after_the_journal_commit_is_replayed() {
+        let p = formatted("crash", 8, 512);
+        let mut d =
+            Device::open(&p, TagHash::Crc32c, Mode::Journal, DEFAULT_BUFFER_SECTORS).unwrap();
+        // Wrap the ring a few times first, then lose power after a commit.
+        for k in 0..30u8 {
+            d.write_at(&pattern(100_000, k), 4096).unwrap();
+        }
+        d.crash_after_commit();
+        let last = pattern(300_000, 99);
+        d.write_at(&last, 1 << 20).unwrap();
+        drop(d);
+        let (out, r) = image_data(&p);
+        assert!(r.from_journal > 0, "nothing came from the journal");
+        assert!(r.mismatches.is_empty());
+        assert!(out[1 << 20..(1 << 20) + last.len()] == last[..]);
+        assert!(out[4096..4096 + 100_000] == pattern(100_000, 29)[..]);
+        // Opening for writing replays it in place and starts a new journal.
+        drop(Device::open(&p, TagHash::Crc32c, Mode::Journal, DEFAULT_BUFFER_SECTORS).unwrap());
+        let (out2, r2) = image_data(&p);
+        assert_eq!(r2.from_journal, 0);
+        assert!(r2.mismatches.is_empty());
+        assert!(out2 == out);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_changed_byte_fails_the_read_of_its_block_only() {
+        let p = formatted("tamper", 4, 512);
+        let d = Device::open(&p, TagHash::Crc32c, Mode::Direct, DEFAULT_BUFFER_SECTORS).unwrap();
+        d.write_at(&pattern(8192, 1), 0).unwrap();
+        let at = d.geometry.data_sector(9) * 512 + 5;
+        d.file.write_all_at(&[0xee], at).unwrap();
+        let mut b = vec![0u8; 512];
+        assert!(matches!(
+            d.read_at(&mut b, 9 * 512),
+            Err(Error::TagMismatch { sector: 9 })
+        ));
+        assert!(d.read_at(&mut b, 8 * 512).is_ok());
+        // A partial write into the damaged block refuses to merge with it.
+        assert!(d.write_at(&[1, 2, 3], 9 * 512 + 100).is_err());
+        std::fs::remove_file(&p).unwrap();
+    }
+}
