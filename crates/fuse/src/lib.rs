@@ -19,8 +19,8 @@ mod session;
 pub mod uring;
 
 pub use block::{
-    block_file_path, mount_block_file, mount_block_file_with, BlockFileMount, BlockFileOptions,
-    BlockFileTuning,
+    block_file_path, mount_block_file, mount_block_file_with, mount_block_store, BlockFileMount,
+    BlockFileOptions, BlockFileTuning, BlockStore,
 };
 pub use error::Error;
 pub use mount::{mount, Mount, MountOptions};

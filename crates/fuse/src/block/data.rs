@@ -1,14 +1,15 @@
 //! Data operations of the block file: read, write, flush/fsync, fallocate.
 
-use super::fs::{errno_of, BlockFs};
+use super::fs::BlockFs;
+use super::store::BlockStore;
 use crate::ops::{Errno, R};
 
-impl BlockFs {
+impl<S: BlockStore> BlockFs<S> {
     /// Decrypts `out.len()` bytes at `offset` into `out`; answers how many
     /// (short at the end of the volume).
     pub(crate) fn read_data(&self, offset: u64, out: &mut [u8]) -> R<usize> {
         super::flusher::mark_thread();
-        self.engine.read_at(out, offset).map_err(|e| errno_of(&e))
+        self.engine.read_at(out, offset)
     }
 
     /// Encrypts and writes `data` at `offset`; `EROFS` on a read-only volume.
@@ -17,10 +18,7 @@ impl BlockFs {
         if self.read_only {
             return Err(Errno::EROFS);
         }
-        match self.engine.write_at(data, offset) {
-            Ok(n) => Ok(n as u32),
-            Err(e) => Err(errno_of(&e)),
-        }
+        self.engine.write_at(data, offset).map(|n| n as u32)
     }
 
     /// flush and fsync: `fdatasync` of the backing store.
@@ -28,7 +26,7 @@ impl BlockFs {
         if self.read_only {
             return Ok(());
         }
-        self.engine.flush().map_err(|e| errno_of(&e))
+        self.engine.flush()
     }
 
     /// `fallocate`, as the loop driver uses it:
@@ -49,16 +47,10 @@ impl BlockFs {
             if !self.allow_discards {
                 return Err(Errno::EOPNOTSUPP);
             }
-            return self
-                .engine
-                .discard(offset, length)
-                .map_err(|e| errno_of(&e));
+            return self.engine.discard(offset, length);
         }
         if mode & !libc::FALLOC_FL_KEEP_SIZE == libc::FALLOC_FL_ZERO_RANGE {
-            return self
-                .engine
-                .write_zeroes(offset, length)
-                .map_err(|e| errno_of(&e));
+            return self.engine.write_zeroes(offset, length);
         }
         let inside = offset
             .checked_add(length)

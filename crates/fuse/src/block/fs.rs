@@ -5,15 +5,14 @@ use std::ffi::{OsStr, OsString};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use cryptkeep_volume::Engine;
-
 use super::attr::{file_attr, root_attr, FILE, ROOT, TTL};
+use super::store::BlockStore;
 use super::{BlockFileOptions, BlockFileTuning};
 use crate::ops::{DirSink, Errno, FileAttr, FileType, Ops, SetAttr, Statfs, Wants, R};
 
-/// The block file system: one engine behind one file.
-pub(crate) struct BlockFs {
-    pub(crate) engine: Arc<Engine>,
+/// The block file system: one store behind one file.
+pub(crate) struct BlockFs<S> {
+    pub(crate) engine: Arc<S>,
     pub(crate) read_only: bool,
     pub(crate) allow_discards: bool,
     file_name: OsString,
@@ -21,16 +20,16 @@ pub(crate) struct BlockFs {
     mounted_at: SystemTime,
 }
 
-impl BlockFs {
+impl<S: BlockStore> BlockFs<S> {
     /// With `allow_discards` the engine is switched to reading holes as
     /// zeros, because the loop driver sends "write zeroes" as a hole punch.
     pub(crate) fn new(
-        engine: Arc<Engine>,
+        engine: Arc<S>,
         opts: &BlockFileOptions,
         tuning: BlockFileTuning,
-    ) -> BlockFs {
+    ) -> BlockFs<S> {
         if opts.allow_discards {
-            engine.set_holes_read_as_zero(true);
+            engine.allow_discards();
         }
         BlockFs {
             read_only: opts.read_only || engine.read_only(),
@@ -47,7 +46,7 @@ impl BlockFs {
             ROOT => Ok(root_attr(self.mounted_at)),
             FILE => Ok(file_attr(
                 self.engine.size(),
-                self.engine.sector_size(),
+                self.engine.block_size(),
                 self.mounted_at,
             )),
             _ => Err(Errno::ENOENT),
@@ -55,12 +54,7 @@ impl BlockFs {
     }
 }
 
-/// The errno a FUSE reply carries for an engine error.
-pub(crate) fn errno_of(e: &cryptkeep_volume::Error) -> Errno {
-    Errno::from_i32(e.errno())
-}
-
-impl Ops for BlockFs {
+impl<S: BlockStore> Ops for BlockFs<S> {
     /// Big requests, asynchronous direct I/O, many requests in flight.
     ///
     /// The loop driver's queue allows 128 segments, so with scattered

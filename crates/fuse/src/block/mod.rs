@@ -1,5 +1,6 @@
-//! The block-file frontend: a FUSE file system with one regular file, the
-//! decrypted volume, meant to be attached to a loop device.
+//! The block-file frontend: a FUSE file system with one regular file, a
+//! [`BlockStore`] (the decrypted volume's engine, or an integrity device),
+//! meant to be attached to a loop device.
 //!
 //! - The root directory (inode 1, mode 0755) holds one file (inode 2, mode
 //!   0600, owned by root) whose size is the engine's size.
@@ -24,10 +25,12 @@ mod data;
 mod flusher;
 mod fs;
 mod mount;
+mod store;
 
 use std::path::{Path, PathBuf};
 
-pub use mount::{mount_block_file, mount_block_file_with, BlockFileMount};
+pub use mount::{mount_block_file, mount_block_file_with, mount_block_store, BlockFileMount};
+pub use store::BlockStore;
 
 /// What to mount: the frontend's visible choices.
 #[derive(Clone, Debug, PartialEq, Eq)]

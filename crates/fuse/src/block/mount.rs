@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cryptkeep_volume::Engine;
 
 use super::fs::BlockFs;
+use super::store::BlockStore;
 use super::{BlockFileOptions, BlockFileTuning};
 use crate::mount::{mount, Mount, MountOptions};
 use crate::Error;
@@ -38,6 +39,17 @@ pub fn mount_block_file(
 /// Returns once the mount appears in /proc/self/mountinfo.
 pub fn mount_block_file_with(
     engine: Arc<Engine>,
+    mountpoint: &Path,
+    opts: &BlockFileOptions,
+    tuning: BlockFileTuning,
+) -> Result<BlockFileMount, Error> {
+    mount_block_store(engine, mountpoint, opts, tuning)
+}
+
+/// Mounts the block file system for any [`BlockStore`] (the volume engine,
+/// an integrity device, ...) with `tuning`, as [`mount_block_file_with`].
+pub fn mount_block_store<S: BlockStore>(
+    engine: Arc<S>,
     mountpoint: &Path,
     opts: &BlockFileOptions,
     tuning: BlockFileTuning,

@@ -1,0 +1,79 @@
+//! [`BlockStore`]: what the block file serves — a fixed-size array of
+//! bytes with block-sized I/O. The volume engine (dm-crypt's formats) is
+//! one; an integrity device is another.
+
+use cryptkeep_volume::Engine;
+
+use crate::ops::{Errno, R};
+
+/// A device the block file can serve. Errors are the errno the kernel's
+/// caller sees (`EIO` for crypto and tag failures).
+pub trait BlockStore: Send + Sync + 'static {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// The block size in bytes (the loop device's `--sector-size`).
+    fn block_size(&self) -> usize;
+    /// Whether writes are refused.
+    fn read_only(&self) -> bool;
+    /// Reads `buf.len()` bytes at `offset`; short only at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize>;
+    /// Writes `data` at `offset`; answers the bytes written.
+    fn write_at(&self, data: &[u8], offset: u64) -> R<usize>;
+    /// Makes completed writes durable.
+    fn flush(&self) -> R<()>;
+    /// Forgets `len` bytes at `offset` (reads then return zeros), where the
+    /// store can; `EOPNOTSUPP` otherwise (the default).
+    fn discard(&self, offset: u64, len: u64) -> R<()> {
+        let _ = (offset, len);
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Writes `len` zero bytes at `offset`.
+    fn write_zeroes(&self, offset: u64, len: u64) -> R<()> {
+        let zeros = vec![0u8; (len.min(1 << 20)) as usize];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(zeros.len() as u64) as usize;
+            self.write_at(&zeros[..n], offset + done)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+    /// Called once at mount when discards are allowed: the loop driver
+    /// sends "write zeroes" as hole punches, so holes must read as zeros.
+    fn allow_discards(&self) {}
+}
+
+/// The errno a FUSE reply carries for an engine error.
+fn errno_of(e: &cryptkeep_volume::Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+impl BlockStore for Engine {
+    fn size(&self) -> u64 {
+        Engine::size(self)
+    }
+    fn block_size(&self) -> usize {
+        self.sector_size()
+    }
+    fn read_only(&self) -> bool {
+        Engine::read_only(self)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize> {
+        Engine::read_at(self, buf, offset).map_err(|e| errno_of(&e))
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> R<usize> {
+        Engine::write_at(self, data, offset).map_err(|e| errno_of(&e))
+    }
+    fn flush(&self) -> R<()> {
+        Engine::flush(self).map_err(|e| errno_of(&e))
+    }
+    fn discard(&self, offset: u64, len: u64) -> R<()> {
+        Engine::discard(self, offset, len).map_err(|e| errno_of(&e))
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> R<()> {
+        Engine::write_zeroes(self, offset, len).map_err(|e| errno_of(&e))
+    }
+    fn allow_discards(&self) {
+        self.set_holes_read_as_zero(true);
+    }
+}
