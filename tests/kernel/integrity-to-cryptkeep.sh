@@ -7,6 +7,9 @@
 # cryptkeep's journal: a pattern written through the library's journal
 # (several laps of the journal ring), and one more write "lost" right after
 # its journal commit: the kernel replays both and reads exactly them.
+# cryptkeep's block device: `cryptkeep integrity open` serves an image,
+# mkfs.ext4 and a tree go in through the loop device; the kernel opens the
+# image with integritysetup, e2fsck -fn passes, and the manifest checks out.
 # The kernel's dm-integrity writes, cryptkeep reads. One boot formats four
 # standalone integrity images with integritysetup (crc32c / 512-byte blocks,
 # sha256 / 4096-byte blocks, hmac-sha256 with a key file, and one whose last
@@ -33,7 +36,18 @@ MIB=$((1024 * 1024))
 kt_pattern "$W/pattern.bin" 2 integrity-to-cryptkeep
 pat_sha=$(sha256sum < "$W/pattern.bin" | cut -c1-64)
 head -c 32 /dev/urandom > "$W/hkey"
-for n in crc sha4k hmac crash ours-crc ours-sha4k ours-hmac ours-nowipe ours-journal; do truncate -s 64M "$W/$n.img"; done
+for n in crc sha4k hmac crash ours-crc ours-sha4k ours-hmac ours-nowipe ours-journal ours-ext4; do truncate -s 64M "$W/$n.img"; done
+"$CK" integrity format -q --integrity sha256 "$W/ours-ext4.img" >/dev/null
+dev=$("$CK" integrity open --integrity sha256 "$W/ours-ext4.img" kt-ours-ext4) || kt_die "integrity open failed"
+KT_OPENED+=(kt-ours-ext4)
+mkfs.ext4 -q "$dev" && mkdir -p "$W/mnt" && mount "$dev" "$W/mnt" || kt_die "mkfs/mount on $dev failed"
+kt_make_tree "$W/mnt" 120 ours-ext4
+echo ours-ext4 > "$W/mnt/VOLUME"
+kt_manifest "$W/mnt"
+umount "$W/mnt"
+"$CK" close kt-ours-ext4 || kt_die "close failed"
+out=$("$CK" integrity verify --integrity sha256 "$W/ours-ext4.img" 2>&1) \
+  && kt_ok "ours-ext4: the tree cryptkeep's block device wrote verifies ($out)" || kt_bad "ours-ext4: $out"
 IW=${CARGO_TARGET_DIR:-$KT_REPO/target}/release/examples/integrity_write
 [ -x "$IW" ] || kt_die "$IW is missing: build it with 'cargo build --release -p cryptkeep-integrity --examples'"
 kt_pattern "$W/second.bin" 1 integrity-second
@@ -101,6 +115,16 @@ if g_run "ours-journal: kernel opens (replaying cryptkeep's journal)" integritys
   g_run "ours-journal: the kernel reads the whole device" dd if=/dev/mapper/oj of=/dev/null bs=1M iflag=direct
   g_run "ours-journal: close" integritysetup close oj
 fi
+# ext4 written through cryptkeep's integrity block device.
+if g_run "ours-ext4: kernel opens" integritysetup open --integrity sha256 "$(g_disk ours-ext4)" oe; then
+  g_run "ours-ext4: e2fsck -fn" e2fsck -fn /dev/mapper/oe
+  mkdir -p /mnt/oe
+  if g_run "ours-ext4: mount -o ro" mount -t ext4 -o ro,noload /dev/mapper/oe /mnt/oe; then
+    g_check_tree /mnt/oe ours-ext4
+    umount /mnt/oe
+  fi
+  g_run "ours-ext4: close" integritysetup close oe
+fi
 # Left open: committed to the journal (fsync), never copied in place.
 c=$(g_disk crash)
 g_run "crash: integritysetup format" integritysetup format --batch-mode "$c"
@@ -111,7 +135,7 @@ GUEST
 echo "$pat_sha" > "$W/pat_sha"; echo "$second_sha" > "$W/second_sha"
 kt_boot --timeout 400 --script "$W/guest-script.sh" --put "$KT_LIB/guest.sh" --put "$W/pattern.bin" \
   --put "$W/hkey" "$W/crc.img" "$W/sha4k.img" "$W/hmac.img" "$W/crash.img" \
-  "$W/ours-crc.img" "$W/ours-sha4k.img" "$W/ours-hmac.img" "$W/ours-nowipe.img" "$W/ours-journal.img" \
+  "$W/ours-crc.img" "$W/ours-sha4k.img" "$W/ours-hmac.img" "$W/ours-nowipe.img" "$W/ours-journal.img" "$W/ours-ext4.img" \
   --put "$W/pat_sha" --put "$W/second_sha" \
   || kt_die "the kernel could not make the integrity images (guest FAIL lines above)"
 

@@ -85,7 +85,7 @@ enum Command {
     /// Exit 0 if VOLUME is a LUKS volume, 4 if not (cryptsetup isLuks).
     #[command(name = "isLuks")]
     IsLuks(isluks::Args),
-    /// Standalone dm-integrity devices (integritysetup): format, dump, verify.
+    /// Standalone dm-integrity devices (integritysetup): format, open, close, dump, verify.
     #[command(subcommand)]
     Integrity(integrity::IntegrityCmd),
     /// gocryptfs-compatible encrypted directories: init, mount, umount, passwd, info, fsck.

@@ -1,4 +1,4 @@
-//! `cryptkeep integrity format|dump|verify`: standalone dm-integrity devices
+//! `cryptkeep integrity format|open|close|dump|verify`: standalone dm-integrity devices
 //! (integritysetup's verbs and option names), read without device-mapper.
 
 use std::fs::File;
@@ -6,47 +6,26 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand};
-use cryptkeep_integrity::{
-    read_superblock, Error, FormatOptions, Image, TagHash, DEFAULT_BUFFER_SECTORS,
-};
+use cryptkeep_integrity::{read_superblock, FormatOptions, Image, DEFAULT_BUFFER_SECTORS};
 
+use super::integrity_args::{failed, AlgArgs};
 use crate::exit::{CliError, CliResult, Code};
-use crate::passphrase::{confirm, read_key_file, stderr_is_tty};
+use crate::passphrase::{confirm, stderr_is_tty};
 
 /// The `integrity` verbs.
 #[derive(Subcommand, Debug)]
 pub enum IntegrityCmd {
     /// Format a device for integrity tags (integritysetup format).
     Format(FormatArgs),
+    /// Serve the device as a loop device; prints it (integritysetup open).
+    Open(super::integrity_open::OpenArgs),
+    /// Stop serving NAME (integritysetup close; the same as `cryptkeep close`).
+    Close(super::close::Args),
     /// Print the superblock (integritysetup dump).
     Dump(DumpArgs),
     /// Check every block's tag, replaying the journal in memory; optionally
     /// write the verified data out. Exit 6 on a mismatch.
     Verify(VerifyArgs),
-}
-
-/// The tag algorithm and its key, as integritysetup names them.
-#[derive(ClapArgs, Debug)]
-pub struct AlgArgs {
-    /// Tag algorithm: crc32c, sha1, sha256, hmac-sha1, hmac-sha256, hmac-sha512.
-    #[arg(long = "integrity", default_value = "crc32c", value_name = "ALG")]
-    pub integrity: String,
-    /// Key of an hmac algorithm.
-    #[arg(long = "integrity-key-file", value_name = "FILE")]
-    pub key_file: Option<PathBuf>,
-    /// Bytes of the key file to use (default: all of it).
-    #[arg(long = "integrity-key-size", value_name = "BYTES")]
-    pub key_size: Option<u64>,
-}
-
-impl AlgArgs {
-    fn hash(&self, place: &str) -> CliResult<TagHash> {
-        let key = match &self.key_file {
-            Some(p) => Some(read_key_file(p, 0, self.key_size)?),
-            None => None,
-        };
-        TagHash::by_name(&self.integrity, key).map_err(|e| failed(e, place))
-    }
 }
 
 /// Options of `integrity format`.
@@ -108,39 +87,12 @@ pub struct VerifyArgs {
     pub output: Option<PathBuf>,
 }
 
-fn failed(e: Error, place: &str) -> CliError {
-    match e {
-        Error::Io { what, source } => CliError::io(format!("cannot read {what}"), place, &source),
-        Error::NotIntegrity => CliError::new(
-            Code::NotFound,
-            e.to_string(),
-            place,
-            "check the device: it must be formatted by integritysetup",
-        ),
-        Error::BadHash(_) => CliError::usage(
-            e.to_string(),
-            place,
-            "give --integrity as at format time (and its key)",
-        ),
-        Error::Unsupported(_) => CliError::new(
-            Code::Corrupt,
-            e.to_string(),
-            place,
-            "open it with integritysetup where device-mapper is available",
-        ),
-        Error::BadSuperblock(_) | Error::TagMismatch { .. } => CliError::new(
-            Code::Corrupt,
-            e.to_string(),
-            place,
-            "the device is damaged or not what integritysetup made",
-        ),
-    }
-}
-
 /// Runs an `integrity` verb.
 pub fn run(c: IntegrityCmd) -> CliResult {
     match c {
         IntegrityCmd::Format(a) => format(a),
+        IntegrityCmd::Open(a) => super::integrity_open::run(a),
+        IntegrityCmd::Close(a) => super::close::run(a),
         IntegrityCmd::Dump(a) => dump(a),
         IntegrityCmd::Verify(a) => verify(a),
     }

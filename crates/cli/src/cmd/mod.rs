@@ -10,6 +10,8 @@ pub mod fs;
 pub mod header_backup;
 pub mod header_restore;
 pub mod integrity;
+pub mod integrity_args;
+pub mod integrity_open;
 pub mod isluks;
 pub mod kdf_opts;
 pub mod keep_serve;

@@ -82,7 +82,7 @@ fn already_open(st: &State) -> CliError {
 /// Claims NAME under the run-directory lock, held from the checks to the
 /// record: refuses a NAME in use or a volume (the same file or block
 /// device, under any path) open under another name; clears stale records.
-fn claim(st: &State) -> CliResult<()> {
+pub(crate) fn claim(st: &State) -> CliResult<()> {
     let _lock = state::lock()?;
     if let Some(old) = state::load(&st.name)? {
         if old.daemon_alive() {
@@ -268,25 +268,65 @@ pub fn run(a: Args) -> CliResult {
     }
 }
 
-/// What to say while the key is derived.
-struct Progress {
-    /// Whether to draw the progress line (on a terminal).
-    show: bool,
+/// What `open` serves, once claimed: a LUKS volume, or an integrity
+/// device. The daemon (or `--foreground`) calls [`Launch::start`].
+pub(crate) trait Launch {
+    /// The NAME it is opened under.
+    fn name(&self) -> String;
+    /// What error messages name.
+    fn place(&self) -> String;
+    /// Announces a long key derivation; the progress line (drawn when
+    /// `show`) lasts as long as the returned guard.
+    fn progress(&self, show: bool) -> Option<crate::kdf_time::Progress>;
+    /// Whether the daemon derives a key the user should hear about.
+    fn unlocks_in_daemon(&self) -> bool;
+    /// Starts serving: unlock if needed, mount the block file, record the
+    /// state with this process as the daemon.
+    fn start(
+        self,
+        stdio: Option<daemon::Stdio3>,
+        after_unlock: &dyn Fn() -> CliResult<()>,
+    ) -> CliResult<serve::Serving>;
 }
 
-impl Progress {
-    /// Announces a long KDF for `ctx` (see [`crate::kdf_time`]); the
-    /// progress line lasts as long as the returned guard.
-    fn start(&self, ctx: &OpenCtx) -> Option<crate::kdf_time::Progress> {
-        crate::kdf_time::announce_unlock(&ctx.luks, ctx.key_slot, self.show)
+impl Launch for OpenCtx {
+    fn name(&self) -> String {
+        self.st.name.clone()
+    }
+    fn place(&self) -> String {
+        self.volume.display().to_string()
+    }
+    fn progress(&self, show: bool) -> Option<crate::kdf_time::Progress> {
+        crate::kdf_time::announce_unlock(&self.luks, self.key_slot, show)
+    }
+    fn unlocks_in_daemon(&self) -> bool {
+        self.keep.is_none()
+    }
+    fn start(
+        self,
+        stdio: Option<daemon::Stdio3>,
+        after_unlock: &dyn Fn() -> CliResult<()>,
+    ) -> CliResult<serve::Serving> {
+        serve::start(self, stdio, after_unlock)
     }
 }
 
-fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress) -> CliResult {
-    let name = ctx.st.name.clone();
+/// What to say while the key is derived.
+pub(crate) struct Progress {
+    /// Whether to draw the progress line (on a terminal).
+    pub(crate) show: bool,
+}
+
+/// Serves `ctx` in this process until stopped, printing the loop device.
+pub(crate) fn foreground<L: Launch>(
+    ctx: L,
+    mount: Option<&std::path::Path>,
+    progress: Progress,
+) -> CliResult {
+    let name = ctx.name();
     daemon::block_signals();
-    let drawing = progress.start(&ctx);
-    let started = serve::start(ctx, None, || Ok(()));
+    let drawing = ctx.progress(progress.show);
+    let started = ctx.start(None, &|| Ok(()));
     drop(drawing);
     let mut s = match started {
         Ok(s) => s,
@@ -308,8 +348,14 @@ fn foreground(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress)
     Ok(())
 }
 
-fn background(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress) -> CliResult {
-    let name = ctx.st.name.clone();
+/// Forks the daemon that serves `ctx`, waits until it serves, attaches
+/// the loop device and prints it.
+pub(crate) fn background<L: Launch>(
+    ctx: L,
+    mount: Option<&std::path::Path>,
+    progress: Progress,
+) -> CliResult {
+    let name = ctx.name();
     let log = state::log_path(&name);
     // Blocked before the fork: a stop signal from here on is read by
     // whichever side waits, never fatal halfway.
@@ -343,7 +389,7 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress)
                     ))
                 }
             };
-            match serve::start(ctx, stdio, after_unlock) {
+            match ctx.start(stdio, &after_unlock) {
                 Ok(s) => {
                     if !n.ready() {
                         // Nobody will attach the loop device: stop serving.
@@ -361,14 +407,11 @@ fn background(ctx: OpenCtx, mount: Option<&std::path::Path>, progress: Progress)
             }
         }
         Ok(Forked::Parent { child, rx }) => {
-            let place = ctx.volume.display().to_string();
-            if crate::passphrase::stderr_is_tty() && ctx.keep.is_none() {
-                eprintln!(
-                    "cryptkeep: unlocking {} (the keyslot KDF runs in the daemon)...",
-                    ctx.volume.display()
-                );
+            let place = ctx.place();
+            if crate::passphrase::stderr_is_tty() && ctx.unlocks_in_daemon() {
+                eprintln!("cryptkeep: unlocking {place} (the keyslot KDF runs in the daemon)...");
             }
-            let drawing = progress.start(&ctx);
+            let drawing = ctx.progress(progress.show);
             drop(ctx);
             let ready = daemon::wait_ready(rx, &log, &signals, &place);
             drop(drawing);

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use cryptkeep_crypto::{new_sector_cipher, Backend};
 use cryptkeep_fuse::mountinfo;
-use cryptkeep_fuse::{block_file_path, mount_block_file, BlockFileMount, BlockFileOptions};
+use cryptkeep_fuse::{
+    block_file_path, mount_block_store, BlockFileMount, BlockFileOptions, BlockFileTuning,
+    BlockStore,
+};
 use cryptkeep_luks::{Luks, Segment};
 use cryptkeep_volume::{Engine, InlineCrypt, SectorCrypt};
 
@@ -53,7 +56,8 @@ pub struct OpenCtx {
 /// A live FUSE block file and its engine.
 pub struct Serving {
     mount: BlockFileMount,
-    engine: Arc<Engine>,
+    /// What the block file serves (dropped, wiping any key, when serving ends).
+    store: Arc<dyn Send + Sync>,
     keep: Option<KeepGuard>,
     /// The state record (pid = this process).
     pub st: State,
@@ -72,7 +76,7 @@ fn daemon_err(what: &str, e: impl std::fmt::Display, place: &str, hint: &str) ->
 pub fn start(
     mut ctx: OpenCtx,
     stdio: Option<Stdio3>,
-    after_unlock: impl FnOnce() -> CliResult<()>,
+    after_unlock: &dyn Fn() -> CliResult<()>,
 ) -> CliResult<Serving> {
     daemon::harden();
     let place = common::place(&ctx.volume, ctx.header.as_deref());
@@ -132,13 +136,19 @@ pub fn start(
                 "check the volume file",
             )
         })?;
-    if ctx.allow_discards {
-        // Punched holes must read back as zeros (the loop driver sends
-        // write-zeroes as hole punches).
-        engine.set_holes_read_as_zero(true);
-    }
-    let engine = Arc::new(engine);
-    let fuse_dir = state::fuse_dir(&ctx.st.name);
+    serve_store(ctx.st, Arc::new(engine), ctx.allow_discards, guard)
+}
+
+/// Mounts the FUSE block file for `store` under NAME's run directory and
+/// records the state with this process as the daemon (`keep`: the key
+/// process to close when serving ends).
+pub fn serve_store<S: BlockStore>(
+    mut st: State,
+    store: Arc<S>,
+    allow_discards: bool,
+    keep: Option<KeepGuard>,
+) -> CliResult<Serving> {
+    let fuse_dir = state::fuse_dir(&st.name);
     crate::rundir::make_dir(&fuse_dir).map_err(|e| {
         CliError::io(
             "cannot create the FUSE mountpoint",
@@ -146,23 +156,23 @@ pub fn start(
             &e,
         )
     })?;
-    let opts = block_opts(&ctx.st.name, read_only, ctx.allow_discards);
-    let mount = mount_block_file(engine.clone(), &fuse_dir, &opts).map_err(|e| {
-        daemon_err(
-            "cannot mount the FUSE block file",
-            e,
-            &fuse_dir.display().to_string(),
-            "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
-        )
-    })?;
-    let mut st = ctx.st;
+    let opts = block_opts(&st.name, st.read_only, allow_discards);
+    let mount = mount_block_store(store.clone(), &fuse_dir, &opts, BlockFileTuning::default())
+        .map_err(|e| {
+            daemon_err(
+                "cannot mount the FUSE block file",
+                e,
+                &fuse_dir.display().to_string(),
+                "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
+            )
+        })?;
     st.set_pid_to_self();
     st.file = block_file_path(&fuse_dir, &opts).display().to_string();
     state::save(&st)?;
     Ok(Serving {
         mount,
-        engine,
-        keep: guard,
+        store,
+        keep,
         st,
     })
 }
@@ -199,7 +209,7 @@ pub fn wait_stopped(s: Serving) {
         }
     });
     s.mount.wait();
-    drop(s.engine);
+    drop(s.store);
     if let Some(k) = s.keep {
         k.close_and_wait();
     }
