@@ -5,4 +5,3 @@ mod ops;
 mod overlay_keys;
 mod rings;
 mod sandbox;
-mod server;

@@ -5,6 +5,9 @@
 //! table over the real rings, refuses every other code with
 //! `STATUS_UNSUPPORTED`, and does its own work correctly.
 
+// A binary of its own (not a module of tests/it): installing the secret
+// heap makes it this process's global allocator, and the sandbox tests check
+// a host that has none.
 cryptkeep_keep::install_secret_heap!();
 
 use cryptkeep_crypto::{new_sector_cipher, Backend, CipherSpec, SecretBytes};
@@ -78,12 +81,7 @@ fn child() {
 fn spawn(kind: &str, env: &[(&str, &str)]) -> (ProcessKeep, Vec<(String, String)>) {
     let mut cfg = SpawnConfig::new(
         std::env::current_exe().unwrap(),
-        [
-            "--exact",
-            "server::child",
-            "--nocapture",
-            "--test-threads=1",
-        ],
+        ["--exact", "child", "--nocapture", "--test-threads=1"],
     );
     cfg.env.push((KIND_ENV.into(), kind.into()));
     for (k, v) in env {
