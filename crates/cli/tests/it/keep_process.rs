@@ -365,6 +365,7 @@ fn run_ok(args: &[&str]) {
 
 #[test]
 fn each_kind_of_keep_answers_only_its_own_operations() {
+    need!(root);
     let dir = std::env::temp_dir().join(format!("ck-kinds.{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let d = |n: &str| dir.join(n).to_str().unwrap().to_string();

@@ -640,6 +640,7 @@ fn seccomp_allows_a_serving_keep() {
 
 #[test]
 fn landlock_denies_every_file() {
+    need!(root);
     let o = run("landlock");
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
@@ -678,6 +679,7 @@ fn keep_hello(case: &str) -> (Hello, std::process::Child) {
 
 #[test]
 fn a_host_without_the_secret_heap_is_refused_unless_it_accepts_that() {
+    need!(root);
     // This test binary installs no global allocator.
     assert!(!cryptkeep_keep::secret_heap::installed());
     let (hello, mut child) = keep_hello("server_secret_heap");

@@ -127,7 +127,7 @@ fn full_disk_over_dev_fuse() {
 
 #[test]
 fn full_disk_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     fill_delete_refill("uring", OverlayOptions::default().over_io_uring().unwrap());
 }
 
@@ -234,6 +234,6 @@ fn full_disk_errors_over_dev_fuse() {
 
 #[test]
 fn full_disk_errors_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     full_disk_errors("uring", OverlayOptions::default().over_io_uring().unwrap());
 }

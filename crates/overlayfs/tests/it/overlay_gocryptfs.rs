@@ -121,7 +121,7 @@ fn fsck(pf: &Path, cipher: &Path) {
 
 /// gocryptfs writes; our mount reads.
 fn theirs_through_ours(name: &str) {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     let (a, _) = args(name);
     let t = TempDir::new(&format!("ovl-read-{name}"));
@@ -145,7 +145,7 @@ fn theirs_through_ours(name: &str) {
 
 /// Our mount writes (and churns); gocryptfs reads.
 fn ours_through_theirs(name: &str) {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     let (_, o) = args(name);
     let t = TempDir::new(&format!("ovl-write-{name}"));
@@ -205,12 +205,12 @@ fn tampered_block_is_eio_only_there() {
 /// each queue's helper thread.
 #[test]
 fn tampered_block_is_eio_only_there_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     tampered_block_with(opts().over_io_uring().unwrap());
 }
 
 fn tampered_block_with(o: OverlayOptions) {
-    need!(fuse);
+    need!(root, fuse);
     alone!(shared);
     use std::os::unix::fs::FileExt;
     let t = TempDir::new("ovl-tamper");
@@ -272,12 +272,12 @@ fn concurrent_writers_and_untar() {
 /// The same over FUSE-over-io_uring queues (one thread per CPU).
 #[test]
 fn concurrent_writers_and_untar_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     writers_and_untar(opts().over_io_uring().unwrap());
 }
 
 fn writers_and_untar(mount_opts: OverlayOptions) {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     use std::os::unix::fs::FileExt;
     need!(tool "tar");
@@ -351,12 +351,12 @@ fn fio_verify() {
 /// The same over FUSE-over-io_uring queues.
 #[test]
 fn fio_verify_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     fio_verify_with(opts().over_io_uring().unwrap());
 }
 
 fn fio_verify_with(mount_opts: OverlayOptions) {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     need!(tool "fio");
     alone!(shared);
     let t = TempDir::new("ovl-fio");
@@ -400,7 +400,7 @@ fn fio_verify_with(mount_opts: OverlayOptions) {
 /// 1 s here, gocryptfs's; the default is 10 s).
 #[test]
 fn cached_listings_follow_changes() {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     let t = TempDir::new("ovl-dircache");
     let pf = passfile(&t);
@@ -469,7 +469,7 @@ fn check_deep(root: &Path) {
 /// side, reads back through the other, and both fscks are clean.
 #[test]
 fn deep_trees_both_ways() {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     let t = TempDir::new("ovl-deep");
     let pf = passfile(&t);

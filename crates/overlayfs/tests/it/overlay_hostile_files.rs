@@ -55,7 +55,7 @@ fn name_file(dir: &Path) -> PathBuf {
 
 #[test]
 fn hostile_name_and_diriv_files_are_bounded_and_refused() {
-    need!(fuse);
+    need!(root, fuse);
     alone!();
     let t = TempDir::new("hostile");
     let cipher = t.join("cipher");

@@ -435,14 +435,14 @@ fn same_as_tmpfs() {
 /// The same steps with requests served over FUSE-over-io_uring queues.
 #[test]
 fn same_as_tmpfs_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     compare_with_tmpfs("uring", OverlayOptions::default().over_io_uring().unwrap());
 }
 
 /// Runs the steps on tmpfs and on an overlay mounted with `mount_opts`
 /// (`tag` keeps parallel runs apart).
 fn compare_with_tmpfs(tag: &str, mount_opts: OverlayOptions) {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     let shm = Path::new("/dev/shm");
     assert!(shm.is_dir(), "this test needs tmpfs at /dev/shm");

@@ -57,7 +57,7 @@ fn same_content(a: &Path, b: &Path) -> usize {
 }
 
 fn run(tag: &str, args: &[&str]) {
-    need!(fuse, gocryptfs);
+    need!(root, fuse, gocryptfs);
     alone!(shared);
     let t = TempDir::new(tag);
     let pf = passfile(&t);

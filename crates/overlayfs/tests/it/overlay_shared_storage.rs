@@ -30,7 +30,7 @@ fn names(d: &Path) -> Vec<String> {
 
 #[test]
 fn changes_through_one_mount_show_in_the_other_at_once() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     alone!(shared);
     let t = TempDir::new("shared");
     let cipher = t.join("cipher");

@@ -254,7 +254,7 @@ fn file_attacks() -> Vec<FileAttack> {
 /// A swapped file: every operation on it fails and nothing outside changes.
 #[test]
 fn operations_on_a_file_swapped_for_a_symlink_touch_nothing_outside() {
-    need!(fuse);
+    need!(root, fuse);
     alone!(shared);
     for opts in [OverlayOptions::default(), shared_storage()] {
         for (what, attack) in file_attacks() {
@@ -336,7 +336,7 @@ fn dir_attacks() -> Vec<DirAttack> {
 /// points at (a copy of it, outside) stays as it was.
 #[test]
 fn operations_in_a_directory_swapped_for_a_symlink_touch_nothing_outside() {
-    need!(fuse);
+    need!(root, fuse);
     alone!(shared);
     for opts in [OverlayOptions::default(), shared_storage()] {
         for (what, attack) in dir_attacks() {
@@ -363,7 +363,7 @@ fn operations_in_a_directory_swapped_for_a_symlink_touch_nothing_outside() {
 /// after lookup is never read through it.
 #[test]
 fn reverse_mode_never_serves_a_swapped_source() {
-    need!(fuse);
+    need!(root, fuse);
     alone!(shared);
     let t = TempDir::new("swap-reverse");
     let plain = t.join("plain");
@@ -439,7 +439,7 @@ fn reverse_mode_never_serves_a_swapped_source() {
 /// and chmods it through the mount.
 #[test]
 fn an_unprivileged_user_cannot_reach_outside_through_an_allow_other_mount() {
-    need!(fuse);
+    need!(root, fuse);
     need!(tool "setpriv");
     alone!(shared);
     const UID: u32 = 64_123;

@@ -90,7 +90,7 @@ fn threads_named(prefix: &str) -> usize {
 
 #[test]
 fn large_reads_then_other_requests_over_io_uring() {
-    need!(fuse_uring);
+    need!(root, fuse_uring);
     alone!();
     let t = TempDir::new("uring-reads");
     let cipher = t.join("cipher");
