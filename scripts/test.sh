@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Installs what the tests need, then runs every test: formatting and clippy
-# checks, the Rust unit/integration tests, and the shell tests under
-# tests/e2e (CLI end to end) and tests/kernel (the QEMU kernel oracle).
-# Exits non-zero if anything failed. Needs root (apt, loop devices, mount).
+# Installs what the tests need, then runs every test in two tiers:
+#   1 quick: formatting, clippy, module cycles, and the unit tests
+#            (`cargo test --lib --bins`);
+#   2 full:  the integration tests (one binary per crate) and doc tests with
+#            CRYPTKEEP_TEST_ALL=1 (a test whose requirement is missing fails
+#            instead of skipping), then the shell tests under tests/e2e (CLI
+#            end to end) and tests/kernel (the QEMU kernel oracle).
+# A failure in tier 1 does not stop tier 2 (both are reported), unless the
+# build itself failed. Exits non-zero if anything failed. Needs root (apt,
+# loop devices, mount).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
@@ -17,22 +23,39 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy || true
 fi
 
-section "cargo build --release --workspace --all-targets"
-cargo build --release --workspace --all-targets || { echo "test.sh: build failed" >&2; exit 1; }
-
-section "cargo fmt --check"
+# ---------------------------------------------------------------- tier 1
+section "tier 1 (quick): cargo fmt --check"
 cargo fmt --all -- --check || failures+=("cargo fmt --check (run: cargo fmt)")
 
-section "cargo clippy -D warnings"
+section "tier 1 (quick): cargo clippy -D warnings"
 cargo clippy --release --workspace --all-targets -- -D warnings || failures+=("cargo clippy")
 
-section "module cycles"
+section "tier 1 (quick): module cycles"
 python3 scripts/check-module-cycles.py || failures+=("module cycles (scripts/check-module-cycles.py)")
 
-section "cargo test --release --workspace"
-cargo test --release --workspace || failures+=("cargo test")
+section "tier 1 (quick): build the binaries and unit tests"
+{ cargo build --release --workspace && cargo test --release --workspace --lib --bins --no-run; } ||
+  { echo "test.sh: build failed" >&2; exit 1; }
 
-section "shell tests (tests/e2e, tests/kernel)"
+section "tier 1 (quick): cargo test --lib --bins"
+cargo test --release --workspace --lib --bins || failures+=("unit tests (cargo test --lib --bins)")
+
+tier1=${#failures[@]}
+section "tier 1 done: ${tier1} failed"
+
+# ---------------------------------------------------------------- tier 2
+export CRYPTKEEP_TEST_ALL=1
+
+section "tier 2 (full): build the integration tests"
+cargo test --release --workspace --test '*' --no-run || { echo "test.sh: build failed" >&2; exit 1; }
+
+section "tier 2 (full): cargo test --test '*' (CRYPTKEEP_TEST_ALL=1)"
+cargo test --release --workspace --test '*' || failures+=("integration tests (cargo test --test '*')")
+
+section "tier 2 (full): cargo test --doc"
+cargo test --release --workspace --doc || failures+=("doc tests (cargo test --doc)")
+
+section "tier 2 (full): shell tests (tests/e2e, tests/kernel)"
 shopt -s nullglob
 shell_tests=(tests/e2e/*.sh tests/kernel/*.sh)
 if [ ${#shell_tests[@]} -gt 0 ]; then
@@ -40,6 +63,7 @@ if [ ${#shell_tests[@]} -gt 0 ]; then
 fi
 
 echo
+echo "test.sh: tier 1 (quick): ${tier1} failed; tier 2 (full): $(( ${#failures[@]} - tier1 )) failed"
 if [ ${#failures[@]} -gt 0 ]; then
   echo "test.sh: FAILED: ${failures[*]}"
   exit 1

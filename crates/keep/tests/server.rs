@@ -5,6 +5,9 @@
 //! table over the real rings, refuses every other code with
 //! `STATUS_UNSUPPORTED`, and does its own work correctly.
 
+// A binary of its own (not a module of tests/it): installing the secret
+// heap makes it this process's global allocator, and the sandbox tests check
+// a host that has none.
 cryptkeep_keep::install_secret_heap!();
 
 use cryptkeep_crypto::{new_sector_cipher, Backend, CipherSpec, SecretBytes};
@@ -15,6 +18,7 @@ use cryptkeep_keep::server::{self, OverlayKey, ServerConfig, VolumeKey};
 use cryptkeep_keep::spawn::SpawnConfig;
 use cryptkeep_keep::Error;
 use cryptkeep_overlay::{Config, HeldKeys, InitOptions, KeyHolder, MasterKey};
+use cryptkeep_testkit::need;
 use cryptkeep_volume::{InlineCrypt, SectorCrypt};
 
 const KIND_ENV: &str = "KEEP_SERVER_TEST_KIND";
@@ -121,6 +125,7 @@ fn answers_only(k: &ProcessKeep, own: &[u32]) {
 
 #[test]
 fn a_volume_keep_answers_sector_crypto_only() {
+    need!(root);
     let (k, facts) = spawn("volume", &[]);
     assert_eq!(fact(&facts, "keep"), "volume");
     assert_eq!(fact(&facts, "unlocked"), "a test key");
@@ -149,6 +154,7 @@ fn a_volume_keep_answers_sector_crypto_only() {
 
 #[test]
 fn an_overlay_keep_answers_content_and_name_crypto_only() {
+    need!(root);
     let mk = MasterKey::from_secret(SecretBytes::from_slice(&MASTER_KEY)).unwrap();
     let cfg = overlay_config(&mk);
     let path = config_path();
@@ -175,6 +181,7 @@ fn an_overlay_keep_answers_content_and_name_crypto_only() {
 
 #[test]
 fn a_runtime_keep_answers_everything_else() {
+    need!(root);
     let (k, facts) = spawn("runtime", &[]);
     assert_eq!(fact(&facts, "keep"), "runtime");
     assert_eq!(fact(&facts, "heap"), "memfd_secret (Rust and AWS-LC)");

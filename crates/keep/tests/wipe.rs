@@ -10,6 +10,9 @@ use std::os::unix::fs::FileExt;
 use cryptkeep_keep::secret_heap::{self, SwitchAlloc};
 use cryptkeep_keep::wipe;
 
+// A binary of its own (not a module of tests/it): the keep's allocator is
+// this process's global allocator, and the wipe checks read this process's
+// memory, which other tests running beside them would change.
 #[global_allocator]
 static ALLOC: SwitchAlloc = SwitchAlloc;
 

@@ -18,6 +18,10 @@
 //! which replay with `CRYPTKEEP_FUZZ_SEED=S CRYPTKEEP_FUZZ_CASE=N`. The
 //! longer run is documented in docs/testing.md.
 
+// A binary of its own: its global allocator counts every allocation of the
+// process, which the other header tests would disturb.
+#[path = "it/common.rs"]
+#[allow(dead_code, unused_imports)]
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -27,6 +31,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use cryptkeep_crypto::{Backend, HashAlg, Pbkdf};
 use cryptkeep_luks::{backup, Error, Luks, LuksVersion, MemIo};
+use cryptkeep_testkit::Rng;
 use serde_json::Value;
 
 /// Largest single allocation a header may cause: the 4 MiB LUKS2 metadata
@@ -82,38 +87,36 @@ unsafe impl GlobalAlloc for Bounded {
 #[global_allocator]
 static ALLOC: Bounded = Bounded;
 
-/// xorshift64*: deterministic, so a failing case replays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// Picks from [`Rng`] (deterministic, so a failing case replays).
+trait Pick {
+    /// An index in `0..n`, 0 when `n` is 0.
+    fn pick(&mut self, n: usize) -> usize;
     /// A value worth trying for an integer field of `bits` bits.
+    fn interesting(&mut self, bits: u32, current: u64) -> u64;
+}
+
+impl Pick for Rng {
+    fn pick(&mut self, n: usize) -> usize {
+        self.index(n.max(1))
+    }
     fn interesting(&mut self, bits: u32, current: u64) -> u64 {
         let max = if bits == 64 {
             u64::MAX
         } else {
             (1u64 << bits) - 1
         };
-        let v = match self.below(12) {
+        let v = match self.pick(12) {
             0 => 0,
             1 => 1,
             2 => max,
             3 => max / 2,
             4 => max / 2 + 1,
-            5 => 1u64 << self.below(bits as usize),
-            6 => (1u64 << self.below(bits as usize)).wrapping_sub(1),
-            7 => current.wrapping_add(1 + self.below(8) as u64),
-            8 => current.wrapping_sub(1 + self.below(8) as u64),
+            5 => 1u64 << self.pick(bits as usize),
+            6 => (1u64 << self.pick(bits as usize)).wrapping_sub(1),
+            7 => current.wrapping_add(1 + self.pick(8) as u64),
+            8 => current.wrapping_sub(1 + self.pick(8) as u64),
             9 => current.wrapping_mul(2),
-            10 => [8, 512, 4096, 4000, 16384, 1 << 20, 1 << 24, 33, 48][self.below(9)],
+            10 => [8, 512, 4096, 4000, 16384, 1 << 20, 1 << 24, 33, 48][self.pick(9)],
             _ => self.next(),
         };
         v & max
@@ -172,21 +175,21 @@ fn get_be(img: &[u8], off: usize, width: usize) -> u64 {
 
 fn mutate_luks1(rng: &mut Rng, img: &mut [u8]) {
     let fields = luks1_fields();
-    for _ in 0..=rng.below(3) {
-        match rng.below(4) {
+    for _ in 0..=rng.pick(3) {
+        match rng.pick(4) {
             0 | 1 => {
-                let (off, w) = fields[rng.below(fields.len())];
+                let (off, w) = fields[rng.pick(fields.len())];
                 let v = rng.interesting(8 * w as u32, get_be(img, off, w));
                 put_be(img, off, w, v);
             }
             2 => {
                 // Strings: cipher name, mode, hash spec, UUID.
-                let (off, len) = [(8, 32), (40, 32), (72, 32), (112, 40)][rng.below(4)];
-                let pos = off + rng.below(len);
-                img[pos] = [0, b'-', b':', 0xff, b'a', b'x'][rng.below(6)];
+                let (off, len) = [(8, 32), (40, 32), (72, 32), (112, 40)][rng.pick(4)];
+                let pos = off + rng.pick(len);
+                img[pos] = [0, b'-', b':', 0xff, b'a', b'x'][rng.pick(6)];
             }
             _ => {
-                let pos = rng.below(592);
+                let pos = rng.pick(592);
                 img[pos] = rng.next() as u8;
             }
         }
@@ -219,7 +222,7 @@ fn json_value(rng: &mut Rng, old: &Value) -> Value {
         _ => None,
     };
     let num = rng.interesting(64, n.unwrap_or(0));
-    match rng.below(10) {
+    match rng.pick(10) {
         0..=3 if matches!(old, Value::String(_)) => Value::String(num.to_string()),
         0..=3 => Value::from(num),
         4 => Value::from(rng.interesting(32, n.unwrap_or(0))),
@@ -241,12 +244,12 @@ fn mutate_luks2(rng: &mut Rng, img: &mut [u8]) {
     };
     let mut bin_edits = Vec::new();
     let mut raw_json = false;
-    for _ in 0..=rng.below(3) {
-        match rng.below(8) {
+    for _ in 0..=rng.pick(3) {
+        match rng.pick(8) {
             0..=3 => {
                 let mut all = Vec::new();
                 leaves(&v, String::new(), &mut all);
-                let p = all[rng.below(all.len())].clone();
+                let p = all[rng.pick(all.len())].clone();
                 if p.is_empty() {
                     continue;
                 }
@@ -258,7 +261,7 @@ fn mutate_luks2(rng: &mut Rng, img: &mut [u8]) {
                 // Remove a member.
                 let mut all = Vec::new();
                 leaves(&v, String::new(), &mut all);
-                let p = all[rng.below(all.len())].clone();
+                let p = all[rng.pick(all.len())].clone();
                 if let Some((parent, key)) = p.rsplit_once('/') {
                     if let Some(Value::Object(m)) = v.pointer_mut(parent) {
                         m.remove(key);
@@ -267,14 +270,14 @@ fn mutate_luks2(rng: &mut Rng, img: &mut [u8]) {
             }
             5 => {
                 // Binary header: hdr_size, seqid, hdr_offset, version.
-                let (off, w) = [(8, 8), (16, 8), (256, 8), (6, 2)][rng.below(4)];
+                let (off, w) = [(8, 8), (16, 8), (256, 8), (6, 2)][rng.pick(4)];
                 let val = rng.interesting(8 * w as u32, get_be(img, off, w));
                 bin_edits.push((off, w, val));
             }
             6 => {
                 // Copy a keyslot to another id (overlaps, duplicates).
                 if let Some(ks) = v["keyslots"]["0"].clone().as_object().cloned() {
-                    let id = rng.below(40).to_string();
+                    let id = rng.pick(40).to_string();
                     v["keyslots"][id.as_str()] = Value::Object(ks);
                 }
             }
@@ -283,9 +286,9 @@ fn mutate_luks2(rng: &mut Rng, img: &mut [u8]) {
     }
     let mut text = serde_json::to_vec(&v).unwrap();
     if raw_json && !text.is_empty() {
-        let pos = rng.below(text.len());
+        let pos = rng.pick(text.len());
         let specials = b"{}[]\":,0123456789-e\\ \xff";
-        text[pos] = specials[rng.below(specials.len())];
+        text[pos] = specials[rng.pick(specials.len())];
     }
     text.truncate(HDR - 4096 - 1);
     for base in [0, HDR] {
@@ -294,7 +297,7 @@ fn mutate_luks2(rng: &mut Rng, img: &mut [u8]) {
         area[..text.len()].copy_from_slice(&text);
         for &(off, w, val) in &bin_edits {
             // Mostly both copies alike, sometimes only the primary.
-            if base == 0 || rng.below(3) != 0 {
+            if base == 0 || rng.pick(3) != 0 {
                 put_be(img, base + off, w, val);
             }
         }

@@ -1,0 +1,7 @@
+//! The integration tests of cryptkeep-keep, one module per topic, in one
+//! test binary.
+
+mod ops;
+mod overlay_keys;
+mod rings;
+mod sandbox;

@@ -1,0 +1,347 @@
+//! The rings between two real processes: this test binary re-executes
+//! itself as the keep side (`child_server`), which creates and seals the
+//! arena, serves a checkable handler and hands the arena over the control
+//! socket, as the real keep does.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::process::Child;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cryptkeep_keep::proto::{STATUS_BAD_DESCRIPTOR, STATUS_FAILED};
+use cryptkeep_keep::rings::{serve, Arena, ArenaConfig, Client, Handler};
+use cryptkeep_keep::{control, spawn, Error};
+
+const CHILD_ENV: &str = "KEEP_RINGS_CHILD";
+const OP_XOR: u32 = 100;
+const OP_FAIL: u32 = 101;
+const OP_SLOW: u32 = 102;
+const OP_GROW: u32 = 103;
+
+/// XORs with 0x5a (OP_XOR), fails (OP_FAIL), sleeps 300 ms (OP_SLOW),
+/// answers one byte more than its input (OP_GROW).
+struct TestHandler;
+
+impl Handler for TestHandler {
+    fn handle(&self, op: u32, _arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32> {
+        match op {
+            0 => Ok(0),
+            OP_XOR => {
+                for b in &mut buf[..in_len] {
+                    *b ^= 0x5a;
+                }
+                Ok(in_len)
+            }
+            OP_SLOW => {
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(0)
+            }
+            OP_GROW => {
+                if in_len < buf.len() {
+                    buf[in_len] = 0xee;
+                    Ok(in_len + 1)
+                } else {
+                    Err(STATUS_FAILED)
+                }
+            }
+            _ => Err(STATUS_FAILED),
+        }
+    }
+}
+
+/// The keep side, run in a child process.
+#[test]
+fn child_server() {
+    if std::env::var(CHILD_ENV).is_err() {
+        return;
+    }
+    // SAFETY: the spawner put our end of the control socket on fd 3.
+    let control = unsafe { OwnedFd::from_raw_fd(spawn::CONTROL_FD) };
+    let cfg = ArenaConfig {
+        queues: 4,
+        slot_bytes: 256 * 1024,
+        depth: 4,
+    };
+    let arena = Arc::new(Arena::create(cfg).unwrap());
+    let server = serve(arena.clone(), Arc::new(TestHandler), 2).unwrap();
+    control::send(control.as_fd(), b"READY", Some(arena.fd())).unwrap();
+    loop {
+        match control::recv(control.as_fd()) {
+            Ok((m, _)) if m == b"SHUTDOWN" => {
+                server.shutdown();
+                // Stay alive: the client must learn from the arena alone.
+                std::thread::sleep(Duration::from_secs(5));
+                return;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    server.shutdown();
+}
+
+struct Peer {
+    child: Child,
+    client: Client,
+    control: OwnedFd,
+    arena: OwnedFd,
+}
+
+fn start() -> Peer {
+    let sp = spawn::spawn(spawn::SpawnConfig {
+        env: vec![(CHILD_ENV.into(), "1".into())],
+        ..spawn::SpawnConfig::new(
+            std::env::current_exe().unwrap(),
+            ["--exact", "rings::child_server", "--nocapture"],
+        )
+    })
+    .unwrap();
+    let (msg, fd) = control::recv(sp.control.as_fd()).unwrap();
+    assert_eq!(msg, b"READY");
+    let fd = fd.expect("the arena comes with READY");
+    let arena = fd.try_clone().unwrap();
+    let control = sp.control.try_clone().unwrap();
+    let client = Client::connect(fd, sp.control).unwrap();
+    Peer {
+        child: sp.child,
+        client,
+        control,
+        arena,
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn many_threads_get_their_own_answers() {
+    let p = start();
+    let max = p.client.max_request();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let c = &p.client;
+            s.spawn(move || {
+                for i in 0..150u64 {
+                    let n = (pattern(1, t * 1000 + i)[0] as usize * 997 + 1) % max;
+                    let want = pattern(n, t << 32 | i);
+                    let mut buf = want.clone();
+                    assert_eq!(c.call(OP_XOR, 0, &mut buf, n).unwrap(), n);
+                    assert!(buf.iter().zip(&want).all(|(a, b)| *a == b ^ 0x5a));
+                }
+            });
+        }
+    });
+    // Answers may be longer than the input, up to the buffer.
+    let mut b = vec![1u8, 2, 3, 0];
+    assert_eq!(p.client.call(OP_GROW, 0, &mut b, 3).unwrap(), 4);
+    assert_eq!(b, [1, 2, 3, 0xee]);
+    // A handler error is that request's error only.
+    assert!(matches!(
+        p.client.call(OP_FAIL, 0, &mut [0u8; 8], 8),
+        Err(Error::Refused {
+            status: STATUS_FAILED,
+            ..
+        })
+    ));
+    assert!(p
+        .client
+        .call(OP_XOR, 0, &mut vec![0u8; max + 1], 1)
+        .is_err());
+    p.client.call(0, 0, &mut [], 0).unwrap();
+}
+
+#[test]
+fn zero_copy_slots() {
+    let p = start();
+    p.client.with_slot(|slot| {
+        slot.buf()[..4].copy_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(slot.call(OP_XOR, 0, 4).unwrap(), 4);
+        assert_eq!(&slot.buf()[..4], &[1 ^ 0x5a, 2 ^ 0x5a, 3 ^ 0x5a, 4 ^ 0x5a]);
+        // A sub-range.
+        slot.buf()[100..102].copy_from_slice(&[9, 9]);
+        assert_eq!(slot.call_at(OP_XOR, 0, 100, 2, 2).unwrap(), 2);
+        assert_eq!(&slot.buf()[100..102], &[9 ^ 0x5a, 9 ^ 0x5a]);
+        assert!(slot.call_at(OP_XOR, 0, usize::MAX - 1, 4, 2).is_err());
+    });
+}
+
+#[test]
+fn hostile_descriptors_fail_alone() {
+    let p = start();
+    let slot = p.client.max_request() as u64;
+    let cases: [(u64, u32, u32); 6] = [
+        (slot * 2, 0, 16),        // queue 1's descriptor pointing into queue 2's slot
+        (0, 0, 16),               // into queue 0's slot
+        (slot + slot - 8, 0, 16), // running past the end of its slot
+        (u64::MAX - 4, 0, 16),    // offset + cap overflows
+        (slot, 32, 16),           // in_len > cap
+        (slot * 1000, 0, 16),     // far outside the arena
+    ];
+    for (off, in_len, cap) in cases {
+        let (status, n) = p.client.submit_raw(1, OP_XOR, 0, off, in_len, cap).unwrap();
+        assert_eq!(
+            (status, n),
+            (STATUS_BAD_DESCRIPTOR, 0),
+            "offset {off} in {in_len} cap {cap}"
+        );
+    }
+    // A good descriptor on the same queue still works.
+    let (status, n) = p.client.submit_raw(1, OP_XOR, 0, slot, 8, 16).unwrap();
+    assert_eq!((status, n), (0, 8));
+    let mut b = vec![7u8; 1000];
+    p.client.call(OP_XOR, 0, &mut b, 1000).unwrap();
+    assert!(b.iter().all(|&x| x == 7 ^ 0x5a));
+}
+
+#[test]
+fn corrupt_ring_indices_do_not_bring_the_keep_down() {
+    let mut p = start();
+    // Map the arena ourselves and write an impossible tail into queue 0.
+    let len = 4096 * 5 + 4 * 256 * 1024;
+    // SAFETY: mapping the arena memfd (len bytes, as the child made it).
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            p.arena.as_raw_fd(),
+            0,
+        )
+    } as *mut u8;
+    assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+    // SAFETY: queue 0's sq_tail word is at 4096 in the mapping.
+    unsafe {
+        let tail = base.add(4096) as *mut u32;
+        std::ptr::write_volatile(tail, std::ptr::read_volatile(tail).wrapping_add(1000));
+        // Queue 2: ask for completions the client never consumes (cq_head far behind).
+        let cq_head = base.add(4096 * 3 + 192) as *mut u32;
+        std::ptr::write_volatile(cq_head, std::ptr::read_volatile(cq_head).wrapping_sub(1000));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    // Other queues keep working, and the keep is alive.
+    let (status, _) = p.client.submit_raw(1, 0, 0, 256 * 1024, 0, 0).unwrap();
+    assert_eq!(status, 0);
+    let (status, _) = p.client.submit_raw(3, 0, 0, 3 * 256 * 1024, 0, 0).unwrap();
+    assert_eq!(status, 0);
+    assert!(p.child.try_wait().unwrap().is_none(), "the keep side died");
+    // SAFETY: unmapping what we mapped.
+    unsafe { libc::munmap(base as *mut libc::c_void, len) };
+}
+
+#[test]
+fn a_killed_keep_fails_calls_in_flight_and_after() {
+    let mut p = start();
+    let pid = p.child.id() as i32;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: killing our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let t = Instant::now();
+    let r = p.client.call(OP_SLOW, 0, &mut [0u8; 8], 0);
+    assert!(matches!(r, Err(Error::Gone)), "{r:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+    killer.join().unwrap();
+    let _ = p.child.wait();
+    let t = Instant::now();
+    assert!(matches!(p.client.call(0, 0, &mut [], 0), Err(Error::Gone)));
+    assert!(t.elapsed() < Duration::from_millis(100));
+    assert!(p.client.is_gone());
+}
+
+#[test]
+fn a_keep_killed_while_idle_is_noticed() {
+    let mut p = start();
+    p.client.call(0, 0, &mut [], 0).unwrap();
+    p.child.kill().unwrap();
+    p.child.wait().unwrap();
+    let t = Instant::now();
+    assert!(matches!(
+        p.client.call(OP_XOR, 0, &mut [1u8; 4], 4),
+        Err(Error::Gone)
+    ));
+    assert!(t.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn shutdown_is_seen_through_the_arena() {
+    let p = start();
+    p.client.call(0, 0, &mut [], 0).unwrap();
+    control::send(p.control.as_fd(), b"SHUTDOWN", None).unwrap();
+    let t = Instant::now();
+    loop {
+        match p.client.call(0, 0, &mut [], 0) {
+            Err(Error::Gone) => break,
+            Ok(_) if t.elapsed() < Duration::from_secs(2) => continue,
+            r => panic!("after shutdown: {r:?}"),
+        }
+    }
+}
+
+fn memfd(len: i64, seal: bool) -> OwnedFd {
+    // SAFETY: plain memfd_create/ftruncate/fcntl on a new descriptor.
+    unsafe {
+        let fd = libc::memfd_create(c"t".as_ptr(), libc::MFD_ALLOW_SEALING);
+        assert!(fd >= 0);
+        assert_eq!(libc::ftruncate(fd, len), 0);
+        if seal {
+            libc::fcntl(
+                fd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            );
+        }
+        OwnedFd::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn only_sealed_well_formed_arenas_are_accepted() {
+    assert!(matches!(
+        Arena::from_fd(memfd(1 << 20, false)),
+        Err(Error::Layout(_))
+    ));
+    assert!(matches!(
+        Arena::from_fd(memfd(100, true)),
+        Err(Error::Layout(_))
+    ));
+    assert!(matches!(
+        Arena::from_fd(memfd(1 << 20, true)),
+        Err(Error::Layout(_))
+    ));
+    let good = Arena::create(ArenaConfig::default()).unwrap();
+    let dup = good.fd().try_clone_to_owned().unwrap();
+    let other = Arena::from_fd(dup).unwrap();
+    assert_eq!(other.config(), ArenaConfig::default());
+    assert!(Arena::create(ArenaConfig {
+        queues: 0,
+        ..ArenaConfig::default()
+    })
+    .is_err());
+    assert!(Arena::create(ArenaConfig {
+        depth: 3,
+        ..ArenaConfig::default()
+    })
+    .is_err());
+}

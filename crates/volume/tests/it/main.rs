@@ -1,0 +1,11 @@
+//! The integration tests of cryptkeep-volume, one module per topic, in one
+//! test binary.
+
+mod bench_engine;
+mod ciphertext;
+mod common;
+mod concurrency;
+mod limits;
+mod roundtrip;
+mod staging;
+mod zeroes;
