@@ -33,8 +33,10 @@ cargo clippy --release --workspace --all-targets -- -D warnings || failures+=("c
 section "tier 1 (quick): module cycles"
 python3 scripts/check-module-cycles.py || failures+=("module cycles (scripts/check-module-cycles.py)")
 
-section "tier 1 (quick): build the binaries and unit tests"
-{ cargo build --release --workspace && cargo test --release --workspace --lib --bins --no-run; } ||
+section "tier 1 (quick): build the binaries, examples and unit tests"
+# The shell tests run the binaries and examples (the kernel oracle writes
+# through crates/integrity/examples/integrity_write).
+{ cargo build --release --workspace --bins --examples && cargo test --release --workspace --lib --bins --no-run; } ||
   { echo "test.sh: build failed" >&2; exit 1; }
 
 section "tier 1 (quick): cargo test --lib --bins"
