@@ -40,7 +40,7 @@ section "tier 1 (quick): build the binaries, examples and unit tests"
   { echo "test.sh: build failed" >&2; exit 1; }
 
 section "tier 1 (quick): cargo test --lib --bins"
-cargo test --release --workspace --lib --bins || failures+=("unit tests (cargo test --lib --bins)")
+cargo test --release --workspace --no-fail-fast --lib --bins || failures+=("unit tests (cargo test --lib --bins)")
 
 tier1=${#failures[@]}
 section "tier 1 done: ${tier1} failed"
@@ -49,13 +49,13 @@ section "tier 1 done: ${tier1} failed"
 export CRYPTKEEP_TEST_ALL=1
 
 section "tier 2 (full): build the integration tests"
-cargo test --release --workspace --test '*' --no-run || { echo "test.sh: build failed" >&2; exit 1; }
+cargo test --release --workspace --no-fail-fast --test '*' --no-run || { echo "test.sh: build failed" >&2; exit 1; }
 
 section "tier 2 (full): cargo test --test '*' (CRYPTKEEP_TEST_ALL=1)"
-cargo test --release --workspace --test '*' || failures+=("integration tests (cargo test --test '*')")
+cargo test --release --workspace --no-fail-fast --test '*' || failures+=("integration tests (cargo test --test '*')")
 
 section "tier 2 (full): cargo test --doc"
-cargo test --release --workspace --doc || failures+=("doc tests (cargo test --doc)")
+cargo test --release --workspace --no-fail-fast --doc || failures+=("doc tests (cargo test --doc)")
 
 section "tier 2 (full): shell tests (tests/e2e, tests/kernel)"
 shopt -s nullglob

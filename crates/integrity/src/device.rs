@@ -517,3 +517,80 @@ mod tests {
         std::fs::remove_file(&p).unwrap();
     }
 }
+
+#[cfg(test)]
+mod tamper_tests {
+    use super::*;
+    use crate::{format, FormatOptions, DEFAULT_BUFFER_SECTORS};
+
+    /// 1000 single-bit flips, each in a random data or tag byte: the block
+    /// it belongs to (and only that block) fails; restoring the bit heals it.
+    #[test]
+    fn every_flipped_bit_fails_its_block_and_nothing_else() {
+        for (hash, ss) in [(TagHash::Crc32c, 512u32), (TagHash::Sha256, 4096)] {
+            let p = std::env::temp_dir().join(format!(
+                "ck-intflip-{}-{}",
+                std::process::id(),
+                hash.name()
+            ));
+            File::create(&p).unwrap().set_len(2 << 20).unwrap();
+            let o = FormatOptions {
+                hash: hash.clone(),
+                tag_size: None,
+                sector_size: ss,
+                journal_bytes: Some(64 << 10),
+                interleave_sectors: 0,
+                wipe: true,
+            };
+            format(&p, &o, [9; 16], &mut |_, _| {}).unwrap();
+            let d = Device::open(&p, hash.clone(), Mode::Direct, DEFAULT_BUFFER_SECTORS).unwrap();
+            let data: Vec<u8> = (0..d.size()).map(|i| (i * 7 + (i >> 11)) as u8).collect();
+            d.write_at(&data, 0).unwrap();
+            let g = d.geometry.clone();
+            let bs = d.block_size() as u64;
+            let blocks = d.size() / bs;
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = |n: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % n
+            };
+            let mut buf = vec![0u8; bs as usize];
+            for _ in 0..1000 {
+                let block = next(blocks);
+                let sector = block * bs / 512;
+                let at = if next(2) == 0 {
+                    g.data_sector(sector) * 512 + next(bs)
+                } else {
+                    g.tag_offset(sector) + next(u64::from(g.tag_size))
+                };
+                let bit = 1u8 << next(8);
+                let mut byte = [0u8; 1];
+                d.file.read_exact_at(&mut byte, at).unwrap();
+                d.file.write_all_at(&[byte[0] ^ bit], at).unwrap();
+                let r = d.read_at(&mut buf, block * bs);
+                assert!(
+                    matches!(r, Err(Error::TagMismatch { sector: s }) if s == sector),
+                    "{}: flip at byte {at} read as {r:?}",
+                    hash.name()
+                );
+                for other in [block.wrapping_sub(1), block + 1] {
+                    if other < blocks {
+                        d.read_at(&mut buf, other * bs).unwrap();
+                        assert_eq!(
+                            buf,
+                            data[(other * bs) as usize..((other + 1) * bs) as usize]
+                        );
+                    }
+                }
+                d.file.write_all_at(&byte, at).unwrap();
+                d.read_at(&mut buf, block * bs).unwrap();
+            }
+            let mut all = vec![0u8; d.size() as usize];
+            d.read_at(&mut all, 0).unwrap();
+            assert!(all == data, "{}: data changed", hash.name());
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+}

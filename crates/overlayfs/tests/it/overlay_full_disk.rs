@@ -91,9 +91,21 @@ fn fill_delete_refill(tag: &str, opts: OverlayOptions) {
             kept,
             "round {round}: a full disk hurt another file"
         );
-        // Remove them all, and at once write 12 MiB again.
+        // Remove them all, and write 12 MiB again as soon as the space is
+        // back: the kernel sends the RELEASE of a closed file
+        // asynchronously, so a removed cipher file may stay open (and its
+        // blocks held) for a moment after unlink returns — bounded here.
         for i in 0..n {
             fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+        }
+        let t0 = std::time::Instant::now();
+        while back.used() > base + 8 * MIB as u64 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(5),
+                "round {round}: removed files still hold {} bytes after 5 s",
+                back.used() - base
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         for i in 0..3u8 {
             let p = mnt.join(format!("g{i}"));
