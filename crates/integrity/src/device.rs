@@ -236,7 +236,7 @@ impl Device {
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
         let _r = self.io.read().unwrap_or_else(|p| p.into_inner());
         let bs = self.block_size() as u64;
-        let end = (offset + buf.len() as u64).min(self.size());
+        let end = offset.saturating_add(buf.len() as u64).min(self.size());
         if offset >= end {
             return Ok(0);
         }
@@ -266,7 +266,7 @@ impl Device {
                 "writing a device opened read-only".into(),
             ));
         }
-        let end = offset + data.len() as u64;
+        let end = offset.saturating_add(data.len() as u64);
         if end > self.size() {
             return Err(Error::Io {
                 what: format!("a write at byte {offset}"),

@@ -101,6 +101,7 @@ pub fn run(c: IntegrityCmd) -> CliResult {
 fn format(a: FormatArgs) -> CliResult {
     let place = a.device.display().to_string();
     let hash = a.alg.hash(&place)?;
+    super::common::refuse_if_open(&a.device, false)?;
     confirm(
         &format!("WARNING!\n========\nThis will overwrite data on {place} irrevocably."),
         &place,
