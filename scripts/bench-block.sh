@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Block-path benchmark (the TresorSGX report's measures): fio sequential write/read
 # (bs=1M, iodepth=64, libaio, 2 jobs, direct), dd bs=100M count=1 conv=fdatasync
-# into a fresh ext4 and once more over blocks it wrote before, and hdparm -t, on three loop devices over files on one tmpfs:
+# into a fresh ext4 and once more over blocks it wrote before, and hdparm -t, on loop devices over
+# files on one tmpfs (or, with --backing DIR, on the file system holding DIR: a disk):
 #   cryptkeep  - cryptkeep's FUSE volume file, direct-I/O loop (what `cryptkeep open` makes)
+#   loop       - a plain (unencrypted) image file, direct-I/O loop (what the backing store gives)
 #   bindfs     - a plain file through a multithreaded bindfs FUSE passthrough, direct-I/O loop (the ceiling)
 #   gocryptfs  - a file inside a gocryptfs mount, loop device (a user-space encrypted peer)
 # All in the same run, interleaved, REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
 # usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard] [--with-inline]
+#                               [--backing DIR] [--only t1,t2]
+#   --backing DIR: the image files go into a work dir made in DIR (removed afterwards) instead
+#   of onto a tmpfs; page caches are dropped before each read test. The header names the
+#   backing store (file system type and device).
+#   --only: a subset of the targets (cryptkeep first; it is the one the ratios are of)
 #   --with-inline: a fourth target, cryptkeep with --keep inline (the key in the I/O daemon),
 #   to compare the keep process against in-process crypto in the same run
 #   --nodiscard: mkfs.ext4 -E nodiscard for the dd test (mkfs's discard leaves the
@@ -15,8 +22,8 @@
 # CK_BASE=PATH adds a target cryptkeep-base: the same volume served by another
 # cryptkeep binary (an older build), to compare two builds in one run.
 set -euo pipefail
-reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0
-targets=(cryptkeep bindfs gocryptfs)
+reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0; backing=
+targets=(cryptkeep loop bindfs gocryptfs)
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2;;
@@ -24,6 +31,8 @@ while [ $# -gt 0 ]; do
     --keep) keep_args=(--keep "$2"); shift 2;;
     --nodiscard) mkfs_ext+=,nodiscard; shift;;
     --with-inline) targets+=(inline); shift;;
+    --backing) backing=$2; shift 2;;
+    --only) IFS=, read -r -a targets <<< "$2"; shift 2;;
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -39,7 +48,12 @@ for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4; do
   command -v $t >/dev/null || { echo "bench-block: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
 
-w=$(mktemp -d /tmp/ck-bench.XXXXXX)
+if [ -n "$backing" ]; then
+  [ -d "$backing" ] || { echo "bench-block: --backing $backing is not a directory" >&2; exit 1; }
+  w=$(mktemp -d "$(cd "$backing" && pwd)/ck-bench.XXXXXX")
+else
+  w=$(mktemp -d /tmp/ck-bench.XXXXXX)
+fi
 export CRYPTKEEP_RUN_DIR=$w/run
 loops=(); mounts=()
 cleanup() {
@@ -55,8 +69,15 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p $w/tmpfs $w/run
-mount -t tmpfs -o size=$((size_mib * 5 + 512))M tmpfs $w/tmpfs
-t=$w/tmpfs
+if [ -n "$backing" ]; then
+  t=$w/back; mkdir -p $t
+else
+  mount -t tmpfs -o size=$((size_mib * 6 + 512))M tmpfs $w/tmpfs
+  t=$w/tmpfs
+fi
+store="$(findmnt -n -o FSTYPE,SOURCE --target "$t" | awk '{print $1 " on " $2}')"
+echo "bench-block: backing store $t: $store" >&2
+has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
 
 # cryptkeep
 printf 'bench' > $w/pass
@@ -73,17 +94,26 @@ if [ -n "$base" ]; then
     --key-file $w/pass --batch-mode >/dev/null
   base_dev=$("$base" open $t/ck3.img bench-base --key-file $w/pass "${keep_args[@]}")
 fi
+# a plain image file, straight on the backing store
+if has loop; then
+  mkdir -p $t/raw; truncate -s ${size_mib}M $t/raw/file
+  loop_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $t/raw/file); loops+=($loop_dev)
+fi
 # bindfs passthrough of a plain file
-mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
-bindfs --multithreaded $t/plain $w/bindfs; mounts+=($w/bindfs)
-bind_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/bindfs/file); loops+=($bind_dev)
+if has bindfs; then
+  mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
+  bindfs --multithreaded $t/plain $w/bindfs; mounts+=($w/bindfs)
+  bind_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/bindfs/file); loops+=($bind_dev)
+fi
 # gocryptfs
-mkdir -p $t/gcipher $w/gplain
-gocryptfs -q -init -scryptn 10 -passfile $w/pass $t/gcipher >/dev/null
-gocryptfs -q -nosyslog -passfile $w/pass $t/gcipher $w/gplain; mounts+=($w/gplain)
-truncate -s ${size_mib}M $w/gplain/file
-goc_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/gplain/file 2>/dev/null || losetup -f --show $w/gplain/file)
-loops+=($goc_dev)
+if has gocryptfs; then
+  mkdir -p $t/gcipher $w/gplain
+  gocryptfs -q -init -scryptn 10 -passfile $w/pass $t/gcipher >/dev/null
+  gocryptfs -q -nosyslog -passfile $w/pass $t/gcipher $w/gplain; mounts+=($w/gplain)
+  truncate -s ${size_mib}M $w/gplain/file
+  goc_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/gplain/file 2>/dev/null || losetup -f --show $w/gplain/file)
+  loops+=($goc_dev)
+fi
 
 fio_run() { # dev rw -> MiB/s
   fio --name=b --filename=$1 --rw=$2 --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
@@ -111,7 +141,7 @@ hdparm_run() { hdparm -t $1 | awk '/Timing/ {print $(NF-1)}'; }
 declare -A res
 for r in $(seq 1 $reps); do
   for target in "${targets[@]}"; do
-    case $target in cryptkeep) d=$ck_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
+    case $target in cryptkeep) d=$ck_dev;; loop) d=$loop_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
     res[$target,write]+="$(fio_run $d write) "
     sync; echo 3 > /proc/sys/vm/drop_caches
     res[$target,read]+="$(fio_run $d read) "
@@ -123,6 +153,7 @@ for r in $(seq 1 $reps); do
   echo "bench-block: rep $r/$reps done" >&2
 done
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "backing store: $store ($t)"
 echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
 echo "|---|---|---|---|---|---|"
 declare -A m
@@ -136,4 +167,10 @@ for peer in "${targets[@]:1}"; do
   for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"
 done
-echo "(medians of $reps interleaved runs; $size_mib MiB devices on one tmpfs; $(nproc) cores; mkfs.ext4 -E $mkfs_ext)"
+echo "each run (in order):"
+for target in "${targets[@]}"; do
+  row="- $target:"
+  for k in write read dd ddwarm hdparm; do row+=" $k [${res[$target,$k]% }]"; done
+  echo "$row"
+done
+echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Overlay-path benchmark (the EncFS/eCryptfs report's tests, regenerated): on one tmpfs,
+# Overlay-path benchmark (the EncFS/eCryptfs report's tests, regenerated): on one tmpfs
+# (or, with --backing DIR, on the file system holding DIR: a disk),
 #   stream_write  dd if=/dev/zero bs=4k count=25600 conv=fdatasync (100 MB in 4 KiB writes) [MiB/s]
 #   stream_read   drop_caches, then dd bs=4k of that file to /dev/null                      [MiB/s]
 #   extract       tar -xf of a Linux source tree (Debian's linux-source, pre-decompressed)  [s]
@@ -9,7 +10,7 @@
 #   on-disk       du -sb of the backing (cipher) dir after extract vs the plain tree        [overhead %]
 # on each target, all in the same run, interleaved, REPS times; prints the medians as a
 # Markdown table and cryptkeep's ratio to each peer:
-#   plain      - the tmpfs itself (baseline)
+#   plain      - the backing file system itself (baseline)
 #   bindfs     - bindfs --multithreaded passthrough (the FUSE ceiling; as in bench-block.sh)
 #   gocryptfs  - Debian's gocryptfs, -scryptn 10, default options
 #   cryptkeep  - cryptkeep fs, --scryptn 10
@@ -26,9 +27,12 @@
 # usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE]
 #   (cryptkeep-base is not in the default list: --only ...,cryptkeep-base with CK_BASE set)
 #   --quick: only the first 10,000 files of the tar (a fast check)
+#   --backing DIR: the backing dirs (and the plain target) go into a work dir made in DIR,
+#     removed afterwards, instead of onto a tmpfs; the tar being extracted stays on a tmpfs.
+#     The header names the backing store (file system type and device).
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
-reps=3; quick=0; csv=
+reps=3; quick=0; csv=; backing=
 targets=(plain bindfs gocryptfs cryptkeep cryptkeep-devfuse cryptkeep-keep securefs encfs)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift;;
     --only) IFS=, read -r -a targets <<< "$2"; shift 2;;
     --csv) csv=$2; shift 2;;
+    --backing) backing=$2; shift 2;;
     *) echo "bench-fs: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -61,7 +66,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 src_xz=$(ls /usr/src/linux-source-*.tar.xz | sort -V | tail -n1)
 
-w=$(mktemp -d /tmp/ck-bfs.XXXXXX)
+if [ -n "$backing" ]; then
+  [ -d "$backing" ] || { echo "bench-fs: --backing $backing is not a directory" >&2; exit 1; }
+  w=$(mktemp -d "$(cd "$backing" && pwd)/ck-bfs.XXXXXX")
+else
+  w=$(mktemp -d /tmp/ck-bfs.XXXXXX)
+fi
 export CRYPTKEEP_RUN_DIR=$w/run
 cleanup() {
   set +e
@@ -75,11 +85,15 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$w/tmpfs" "$w/run"
 mount -t tmpfs -o size=90% tmpfs "$w/tmpfs"
+# tardir: the tar; t: where the backing dirs go (the tmpfs, or the work dir on --backing)
+tardir=$w/tmpfs t=$w/tmpfs
+if [ -n "$backing" ]; then t=$w/back; mkdir -p "$t"; fi
+store="$(findmnt -n -o FSTYPE,SOURCE --target "$t" | awk '{print $1 " on " $2}')"
+echo "bench-fs: backing store $t: $store" >&2
 uring_param=/sys/module/fuse/parameters/enable_uring
 if [ -w "$uring_param" ]; then echo Y > "$uring_param"; fi
 transport=/dev/fuse
 [ "$(cat "$uring_param" 2>/dev/null)" = Y ] && transport="FUSE over io_uring"
-t=$w/tmpfs
 pw=bench-password
 printf '%s\n' "$pw" > "$w/pass"
 
@@ -93,11 +107,11 @@ with tarfile.open(sys.argv[1], "r|xz") as src, tarfile.open(sys.argv[2], "w", fo
     for i, m in enumerate(src):
         if i == 10000: break
         dst.addfile(m, src.extractfile(m) if m.isreg() else None)
-' "$src_xz" "$t/src.tar"
+' "$src_xz" "$tardir/src.tar"
 else
-  xz -dc "$src_xz" > "$t/src.tar"
+  xz -dc "$src_xz" > "$tardir/src.tar"
 fi
-nfiles=$(tar -tf "$t/src.tar" | wc -l)
+nfiles=$(tar -tf "$tardir/src.tar" | wc -l)
 
 # Mount each target: mnt[target] is where the test runs, back[target] the backing dir.
 declare -A mnt back ver
@@ -105,7 +119,7 @@ for target in "${targets[@]}"; do
   m=$w/mnt-$target; b=$t/back-$target
   mkdir -p "$m" "$b"
   case $target in
-    plain) rmdir "$m"; m=$b; ver[$target]="tmpfs ($(uname -r))";;
+    plain) rmdir "$m"; m=$b; ver[$target]="$store ($(uname -r))";;
     bindfs) bindfs --multithreaded "$b" "$m"; ver[$target]="bindfs $(dpkg-query -W -f='${Version}' bindfs), --multithreaded";;
     gocryptfs)
       gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null
@@ -152,7 +166,7 @@ for r in $(seq 1 "$reps"); do
     res[$target,sread]+="$(python3 -c "print(round(100/($e-$s)))") "
     rm -f "$m/stream"
     mkdir -p "$m/tree"; sync
-    s=$(now); tar -xf "$t/src.tar" -C "$m/tree"; sync; e=$(now)
+    s=$(now); tar -xf "$tardir/src.tar" -C "$m/tree"; sync; e=$(now)
     res[$target,extract]+="$(secs "$s" "$e") "
     res[$target,disk]+="$(du -sb "${back[$target]}" | cut -f1) "
     drop
@@ -168,11 +182,12 @@ for r in $(seq 1 "$reps"); do
 done
 
 # The plain tree's size, for the on-disk overhead.
-mkdir -p "$t/ref"; tar -xf "$t/src.tar" -C "$t/ref"; plain_bytes=$(du -sb "$t/ref" | cut -f1); rm -rf "$t/ref"
+mkdir -p "$t/ref"; tar -xf "$tardir/src.tar" -C "$t/ref"; plain_bytes=$(du -sb "$t/ref" | cut -f1); rm -rf "$t/ref"
 
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 keys=(swrite sread extract du rsync delete)
 declare -A md
+echo "backing store: $store ($t)"
 echo "| target | stream_write [MiB/s] | stream_read [MiB/s] | extract [s] | du [s] | rsync -an [s] | delete [s] | on-disk [MB] | overhead |"
 echo "|---|---|---|---|---|---|---|---|---|"
 [ -z "$csv" ] || echo "target,stream_write_mibs,stream_read_mibs,extract_s,du_s,rsync_s,delete_s,disk_bytes,overhead_pct,version" > "$csv"
@@ -200,5 +215,14 @@ print(f'{r:.2f}x')")"
   done
   echo "(ratios: >1x means cryptkeep is faster)"
 fi
-echo "(medians of $reps interleaved runs on one tmpfs; $(nproc) cores; tree: $(basename "$src_xz"), $nfiles entries, $((plain_bytes / 1000000)) MB plain)"
+echo "each run (in order), and the spread (max/min) of the stream tests:"
+for target in "${targets[@]}"; do
+  row="- $target:"
+  for k in "${keys[@]}"; do row+=" $k [${res[$target,$k]% }]"; done
+  for k in swrite sread; do
+    row+=" $k-spread $(echo "${res[$target,$k]}" | tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.2fx", (lo > 0 ? hi/lo : 0)}')"
+  done
+  echo "$row"
+done
+echo "(medians of $reps interleaved runs; backing store: $store; $(nproc) cores; tree: $(basename "$src_xz"), $nfiles entries, $((plain_bytes / 1000000)) MB plain)"
 for target in "${targets[@]}"; do echo "- $target: ${ver[$target]}"; done

@@ -6,7 +6,8 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::io::backing_len;
+use crate::direct::Direct;
+use crate::io::{backing_len, read_exact};
 use crate::locks::StripeLocks;
 use crate::parallel::{for_each_chunk, ParallelConfig};
 use crate::{Error, SectorCrypt};
@@ -20,6 +21,8 @@ use crate::{Error, SectorCrypt};
 /// All operations take `&self` and may run concurrently from many threads.
 pub struct Engine {
     pub(crate) file: File,
+    /// The backing store opened for direct reads, where that pays.
+    pub(crate) direct: Direct,
     pub(crate) data_offset: u64,
     pub(crate) size: u64,
     pub(crate) sector_size: usize,
@@ -74,6 +77,7 @@ impl Engine {
             )));
         }
         Ok(Engine {
+            direct: Direct::open(&backing),
             file: backing,
             data_offset,
             size: data_size,
@@ -84,6 +88,21 @@ impl Engine {
             parallel: ParallelConfig::default(),
             zero_holes: AtomicBool::new(false),
         })
+    }
+
+    /// Reads exactly `buf.len()` bytes of the backing store at `pos`:
+    /// directly when the backing store and the request allow (see
+    /// `direct.rs`), else through the page cache.
+    pub(crate) fn read_backing(&self, buf: &mut [u8], pos: u64) -> Result<(), Error> {
+        match self.direct.read(buf, pos) {
+            Some(r) => r,
+            None => read_exact(&self.file, buf, pos),
+        }
+    }
+
+    /// Whether reads of the backing store bypass the page cache.
+    pub fn direct_reads(&self) -> bool {
+        self.direct.is_on()
     }
 
     /// Replaces how large requests are split over the cores (for tuning and

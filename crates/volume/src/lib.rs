@@ -21,6 +21,7 @@
 //!   errno for FUSE and NBD.
 
 mod crypt;
+mod direct;
 mod engine;
 mod error;
 mod inline;

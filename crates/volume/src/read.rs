@@ -1,7 +1,7 @@
-//! [`Engine::read_at`]: one `pread`, then sector decryption over the cores.
+//! [`Engine::read_at`]: one `pread` (direct where the backing store is a
+//! disk), then sector decryption over the cores.
 
 use crate::engine::{Dir, Engine};
-use crate::io::read_exact;
 use crate::scratch::with_scratch;
 use crate::Error;
 
@@ -28,12 +28,12 @@ impl Engine {
         }
         if off.is_multiple_of(ss) && end.is_multiple_of(ss) {
             let out = &mut buf[..len];
-            read_exact(&self.file, out, self.data_offset + off)?;
+            self.read_backing(out, self.data_offset + off)?;
             self.crypt_run(Dir::Decrypt, first, out)?;
             return Ok(len);
         }
         with_scratch(span as usize, |sc| {
-            read_exact(&self.file, sc, self.data_offset + first * ss)?;
+            self.read_backing(sc, self.data_offset + first * ss)?;
             self.crypt_run(Dir::Decrypt, first, sc)?;
             let skip = (off - first * ss) as usize;
             buf[..len].copy_from_slice(&sc[skip..skip + len]);

@@ -29,7 +29,7 @@ impl Engine {
     ) -> Result<(), Error> {
         let pos = self.data_offset + first * self.sector_size as u64;
         self.crypt.with_staging(&mut |st: &mut dyn Staging| {
-            read_exact(&self.file, &mut st.buf()[..span], pos)?;
+            self.read_backing(&mut st.buf()[..span], pos)?;
             if self.holes_read_as_zero() {
                 self.decrypt_staged_around_holes(st, first, span)?;
             } else {
