@@ -15,8 +15,13 @@
 //!   fails, as with the kernel.
 //! - Opening for writing replays the journal in place and starts a fresh
 //!   one; opening read-only lays it over the data in memory.
+//! - [`Device::verify`] reads and checks every block in bulk.
 
-use std::fs::{File, OpenOptions};
+/// Blocks read and checked per request by [`Device::verify`].
+const CHUNK_BLOCKS: u64 = 256;
+
+use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Mutex, RwLock};
@@ -25,9 +30,19 @@ use crate::geometry::{JOURNAL_BLOCK_SECTORS, JOURNAL_SECTOR_DATA};
 use crate::journal::{self, commit_id, Replay};
 use crate::superblock::{
     FLAG_DIRTY_BITMAP, FLAG_FIXED_HMAC, FLAG_INLINE, FLAG_JOURNAL_MAC, FLAG_RECALCULATING,
-    SB_SECTORS,
 };
 use crate::{Error, Geometry, Superblock, TagHash};
+
+/// The outcome of [`Device::verify`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Blocks checked.
+    pub blocks: u64,
+    /// Blocks whose newest copy was in the journal.
+    pub from_journal: u64,
+    /// First data sector of each block whose tag did not match.
+    pub mismatches: Vec<u64>,
+}
 
 /// Where the next journal section goes.
 #[derive(Debug)]
@@ -84,19 +99,8 @@ impl Device {
         mode: Mode,
         buffer_sectors: u32,
     ) -> Result<Device, Error> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(mode != Mode::ReadOnly)
-            .open(path)
-            .map_err(|source| Error::Io {
-                what: path.display().to_string(),
-                source,
-            })?;
-        let size = crate::image::device_size(&file, path)?;
-        let mut b = vec![0u8; (SB_SECTORS * 512) as usize];
-        file.read_exact_at(&mut b, 0)
-            .map_err(|e| io_err("the superblock", 0, e))?;
-        let superblock = Superblock::parse(&b)?;
+        let (file, size) = crate::probe::open_device(path, mode != Mode::ReadOnly)?;
+        let superblock = crate::probe::superblock_of(&file)?;
         for (flag, what) in [
             (
                 FLAG_INLINE,
@@ -156,6 +160,11 @@ impl Device {
     /// The superblock.
     pub fn superblock(&self) -> &Superblock {
         &self.superblock
+    }
+
+    /// The layout.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
     }
 
     /// Makes every later write stop right after its journal commit, as if
@@ -392,6 +401,63 @@ impl Device {
         Ok(())
     }
 
+    /// Reads and checks every block, in order, writing the data to `out`
+    /// when given. A mismatch is recorded and reading goes on (the kernel
+    /// fails that block's read with `EILSEQ`; `out` gets zeros there).
+    pub fn verify(&self, mut out: Option<&mut dyn Write>) -> Result<VerifyReport, Error> {
+        let g = &self.geometry;
+        let _r = self.io.read().unwrap_or_else(|p| p.into_inner());
+        let spb = u64::from(g.sectors_per_block);
+        let block_bytes = spb as usize * 512;
+        let tag_size = g.tag_size as usize;
+        let area_sectors = 1u64 << g.log2_interleave;
+        let mut report = VerifyReport::default();
+        let mut data = vec![0u8; CHUNK_BLOCKS as usize * block_bytes];
+        let mut tags = vec![0u8; CHUNK_BLOCKS as usize * tag_size];
+        let mut want = vec![0u8; tag_size];
+        let mut sector = 0u64;
+        while sector < g.provided_data_sectors {
+            // Within one area data and tags are contiguous.
+            let area_end = (sector / area_sectors + 1) * area_sectors;
+            let end = area_end.min(g.provided_data_sectors);
+            let blocks = ((end - sector) / spb).min(CHUNK_BLOCKS);
+            let d = &mut data[..blocks as usize * block_bytes];
+            let t = &mut tags[..blocks as usize * tag_size];
+            let at = g.data_sector(sector) * 512;
+            self.file
+                .read_exact_at(d, at)
+                .map_err(|e| io_err("data", at, e))?;
+            let at = g.tag_offset(sector);
+            self.file
+                .read_exact_at(t, at)
+                .map_err(|e| io_err("tags", at, e))?;
+            for b in 0..blocks as usize {
+                let s = sector + b as u64 * spb;
+                let block = &mut d[b * block_bytes..(b + 1) * block_bytes];
+                let mut tag = &t[b * tag_size..(b + 1) * tag_size];
+                if let Some(e) = self.replay.entries.get(&s) {
+                    block.copy_from_slice(&e.data);
+                    tag = &e.tag;
+                    report.from_journal += 1;
+                }
+                self.hash.tag(self.salt(), s, block, &mut want);
+                if want != tag {
+                    report.mismatches.push(s);
+                    block.fill(0);
+                }
+            }
+            if let Some(w) = out.as_deref_mut() {
+                w.write_all(d).map_err(|source| Error::Io {
+                    what: "the output".into(),
+                    source,
+                })?;
+            }
+            report.blocks += blocks;
+            sector += blocks * spb;
+        }
+        Ok(report)
+    }
+
     /// Makes every completed write durable.
     pub fn flush(&self) -> Result<(), Error> {
         if self.mode == Mode::ReadOnly {
@@ -404,7 +470,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{format, FormatOptions, Image, DEFAULT_BUFFER_SECTORS};
+    use crate::{format, FormatOptions, DEFAULT_BUFFER_SECTORS};
 
     fn formatted(name: &str, mib: u64, sector_size: u32) -> std::path::PathBuf {
         let p = std::env::temp_dir().join(format!("ck-intdev-{}-{name}", std::process::id()));
@@ -427,8 +493,8 @@ mod tests {
             .collect()
     }
 
-    fn image_data(p: &Path) -> (Vec<u8>, crate::VerifyReport) {
-        let img = Image::open(p, TagHash::Crc32c, DEFAULT_BUFFER_SECTORS).unwrap();
+    fn image_data(p: &Path) -> (Vec<u8>, VerifyReport) {
+        let img = Device::open(p, TagHash::Crc32c, Mode::ReadOnly, DEFAULT_BUFFER_SECTORS).unwrap();
         let mut out = Vec::new();
         let r = img.verify(Some(&mut out)).unwrap();
         (out, r)

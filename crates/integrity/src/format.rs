@@ -4,7 +4,7 @@
 //! entry is unused, and — unless `wipe` is off — every block zeroed with
 //! its tag, so reads succeed from the start.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -67,15 +67,7 @@ pub fn format(
     salt: [u8; 16],
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Superblock, Error> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|source| Error::Io {
-            what: path.display().to_string(),
-            source,
-        })?;
-    let size = crate::image::device_size(&file, path)?;
+    let (file, size) = crate::probe::open_device(path, true)?;
     let tag_size = match o.tag_size {
         Some(0) | None => o.hash.digest_size() as u16,
         Some(n) => n,
@@ -181,7 +173,7 @@ fn wipe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Image;
+    use crate::{Device, Mode};
 
     fn temp(name: &str, bytes: u64) -> std::path::PathBuf {
         let p = std::env::temp_dir().join(format!("ck-integrity-{}-{name}", std::process::id()));
@@ -211,7 +203,8 @@ mod tests {
             let sb = format(&p, &opts(hash.clone(), ss), [7; 16], &mut |_, _| {}).unwrap();
             let raw = std::fs::read(&p).unwrap();
             assert_eq!(Superblock::parse(&raw[..512]).unwrap(), sb);
-            let img = Image::open(&p, hash.clone(), DEFAULT_BUFFER_SECTORS).unwrap();
+            let img =
+                Device::open(&p, hash.clone(), Mode::ReadOnly, DEFAULT_BUFFER_SECTORS).unwrap();
             let mut out = Vec::new();
             let r = img.verify(Some(&mut out)).unwrap();
             assert!(r.mismatches.is_empty(), "{name}: {:?}", &r.mismatches[..3]);
@@ -221,9 +214,9 @@ mod tests {
             // One data byte of block 10 changed: exactly that block fails.
             let g = img.geometry().clone();
             let s = 10 * u64::from(g.sectors_per_block);
-            let f = OpenOptions::new().write(true).open(&p).unwrap();
+            let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
             f.write_all_at(&[1], g.data_sector(s) * 512 + 3).unwrap();
-            let img = Image::open(&p, hash, DEFAULT_BUFFER_SECTORS).unwrap();
+            let img = Device::open(&p, hash, Mode::ReadOnly, DEFAULT_BUFFER_SECTORS).unwrap();
             assert_eq!(img.verify(None).unwrap().mismatches, vec![s]);
             std::fs::remove_file(&p).unwrap();
         }

@@ -10,27 +10,25 @@
 //! - [`journal`]: the journal's sections, commit IDs and entries; what a
 //!   kernel would replay at the next activation.
 //! - [`format`]: a new device as `integritysetup format` leaves it.
-//! - [`Device`]: a device opened for reading and writing (journal or
-//!   direct), as the kernel serves it.
-//! - [`Image`]: a standalone integrity image opened read-only: every block
-//!   read is checked against its tag, with the journal's committed entries
-//!   laid over the data.
+//! - [`Device`]: a device opened read-only (the journal laid over the data
+//!   in memory) or for writing (journal or direct), as the kernel serves
+//!   it; every read checks its tags, [`Device::verify`] checks them all.
 
 mod device;
 mod error;
 mod format;
 mod geometry;
 mod hash;
-mod image;
 pub mod journal;
+mod probe;
 mod superblock;
 
-pub use device::{Device, Mode};
+pub use device::{Device, Mode, VerifyReport};
 pub use error::Error;
 pub use format::{encode_superblock, format, FormatOptions};
 pub use geometry::{Geometry, DEFAULT_BUFFER_SECTORS};
 pub use hash::TagHash;
-pub use image::{read_superblock, Image, VerifyReport};
+pub use probe::read_superblock;
 pub use superblock::{Superblock, SB_FLAGS, SB_SECTORS};
 
 /// Bytes in the kernel's sector unit.

@@ -6,7 +6,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand};
-use cryptkeep_integrity::{read_superblock, FormatOptions, Image, DEFAULT_BUFFER_SECTORS};
+use cryptkeep_integrity::{read_superblock, Device, FormatOptions, Mode, DEFAULT_BUFFER_SECTORS};
 
 use super::integrity_args::{failed, AlgArgs};
 use crate::exit::{CliError, CliResult, Code};
@@ -150,7 +150,8 @@ fn dump(a: DumpArgs) -> CliResult {
 fn verify(a: VerifyArgs) -> CliResult {
     let place = a.device.display().to_string();
     let hash = a.alg.hash(&place)?;
-    let image = Image::open(&a.device, hash, a.buffer_sectors).map_err(|e| failed(e, &place))?;
+    let image = Device::open(&a.device, hash, Mode::ReadOnly, a.buffer_sectors)
+        .map_err(|e| failed(e, &place))?;
     let mut out = match &a.output {
         Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| {
             CliError::io("cannot create the output", p.display().to_string(), &e)
@@ -164,11 +165,10 @@ fn verify(a: VerifyArgs) -> CliResult {
         w.flush()
             .map_err(|e| CliError::io("cannot write the output", &place, &e))?;
     }
-    let g = image.geometry();
     println!(
         "{} blocks of {} bytes checked ({} from the journal): {} mismatch{}",
         report.blocks,
-        g.sectors_per_block * 512,
+        image.block_size(),
         report.from_journal,
         report.mismatches.len(),
         if report.mismatches.len() == 1 {
