@@ -30,6 +30,7 @@ use crate::geometry::{JOURNAL_BLOCK_SECTORS, JOURNAL_SECTOR_DATA};
 use crate::journal::{self, commit_id, Replay};
 use crate::superblock::{
     FLAG_DIRTY_BITMAP, FLAG_FIXED_HMAC, FLAG_INLINE, FLAG_JOURNAL_MAC, FLAG_RECALCULATING,
+    MAX_TAG_SIZE,
 };
 use crate::{Error, Geometry, Superblock, TagHash};
 
@@ -218,7 +219,8 @@ impl Device {
     /// checks its tag.
     fn read_block(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
         let g = &self.geometry;
-        let mut tag = vec![0u8; g.tag_size as usize];
+        let mut stored = [0u8; MAX_TAG_SIZE as usize];
+        let tag = &mut stored[..g.tag_size as usize];
         if let Some(e) = self.replay.entries.get(&sector) {
             out.copy_from_slice(&e.data);
             tag.copy_from_slice(&e.tag);
@@ -229,11 +231,12 @@ impl Device {
                 .map_err(|e| io_err("data", at, e))?;
             let at = g.tag_offset(sector);
             self.file
-                .read_exact_at(&mut tag, at)
+                .read_exact_at(tag, at)
                 .map_err(|e| io_err("a tag", at, e))?;
         }
-        let mut want = vec![0u8; tag.len()];
-        self.hash.tag(self.salt(), sector, out, &mut want);
+        let mut computed = [0u8; MAX_TAG_SIZE as usize];
+        let want = &mut computed[..tag.len()];
+        self.hash.tag(self.salt(), sector, out, want);
         if want != tag {
             return Err(Error::TagMismatch { sector });
         }

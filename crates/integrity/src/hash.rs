@@ -100,11 +100,11 @@ impl TagHash {
                 }
                 digest[..4].copy_from_slice(&c.to_le_bytes());
             }
-            TagHash::Sha1 => digest[..n].copy_from_slice(&hash::<Sha1>(&parts)),
-            TagHash::Sha256 => digest[..n].copy_from_slice(&hash::<Sha256>(&parts)),
-            TagHash::HmacSha1(k) => digest[..n].copy_from_slice(&hmac::<Hmac<Sha1>>(k, &parts)),
-            TagHash::HmacSha256(k) => digest[..n].copy_from_slice(&hmac::<Hmac<Sha256>>(k, &parts)),
-            TagHash::HmacSha512(k) => digest[..n].copy_from_slice(&hmac::<Hmac<Sha512>>(k, &parts)),
+            TagHash::Sha1 => hash_into::<Sha1>(&parts, &mut digest[..]),
+            TagHash::Sha256 => hash_into::<Sha256>(&parts, &mut digest[..]),
+            TagHash::HmacSha1(k) => mac_into::<Hmac<Sha1>>(k, &parts, &mut digest[..]),
+            TagHash::HmacSha256(k) => mac_into::<Hmac<Sha256>>(k, &parts, &mut digest[..]),
+            TagHash::HmacSha512(k) => mac_into::<Hmac<Sha512>>(k, &parts, &mut digest[..]),
         }
         let m = out.len().min(n);
         out[..m].copy_from_slice(&digest[..m]);
@@ -112,20 +112,25 @@ impl TagHash {
     }
 }
 
-fn hash<D: Digest>(parts: &[&[u8]]) -> Vec<u8> {
+/// The digest of `parts` into the start of `out` (no allocation: this
+/// runs once per block).
+fn hash_into<D: Digest>(parts: &[&[u8]], out: &mut [u8]) {
     let mut d = D::new();
     for p in parts {
         d.update(p);
     }
-    d.finalize().to_vec()
+    let r = d.finalize();
+    out[..r.len()].copy_from_slice(&r);
 }
 
-fn hmac<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+/// The MAC of `parts` under `key` into the start of `out`.
+fn mac_into<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]], out: &mut [u8]) {
     let mut m = <M as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
     for p in parts {
         m.update(p);
     }
-    m.finalize().into_bytes().to_vec()
+    let r = m.finalize().into_bytes();
+    out[..r.len()].copy_from_slice(&r);
 }
 
 #[cfg(test)]
