@@ -252,22 +252,76 @@ impl Device {
         if offset >= end {
             return Ok(0);
         }
-        let mut block = vec![0u8; bs as usize];
-        let mut pos = offset;
-        while pos < end {
-            let b = pos / bs;
-            let within = (pos % bs) as usize;
-            let n = ((bs as usize) - within).min((end - pos) as usize);
-            let dst = &mut buf[(pos - offset) as usize..(pos - offset) as usize + n];
-            if within == 0 && n == bs as usize {
-                self.read_block(b * bs / 512, dst)?;
-            } else {
-                self.read_block(b * bs / 512, &mut block)?;
-                dst.copy_from_slice(&block[within..within + n]);
-            }
-            pos += n as u64;
+        let first = offset / bs;
+        let last = end.div_ceil(bs);
+        let n = (end - offset) as usize;
+        if offset.is_multiple_of(bs) && end.is_multiple_of(bs) {
+            self.read_blocks(first * bs / 512, &mut buf[..n])?;
+        } else {
+            let mut blocks = vec![0u8; ((last - first) * bs) as usize];
+            self.read_blocks(first * bs / 512, &mut blocks)?;
+            let at = (offset - first * bs) as usize;
+            buf[..n].copy_from_slice(&blocks[at..at + n]);
         }
-        Ok((end - offset) as usize)
+        Ok(n)
+    }
+
+    /// Splits the blocks from data sector `sector` (`blocks` of them) into
+    /// runs that stay inside one area, where data and tags are contiguous:
+    /// `(first sector, first block index, blocks)`.
+    fn runs(&self, sector: u64, blocks: usize) -> Vec<(u64, usize, usize)> {
+        let g = &self.geometry;
+        let spb = u64::from(g.sectors_per_block);
+        let area = 1u64 << g.log2_interleave;
+        let mut v = Vec::new();
+        let (mut s, mut i) = (sector, 0usize);
+        while i < blocks {
+            let to_area_end = (((s / area) + 1) * area - s) / spb;
+            let n = (to_area_end as usize).min(blocks - i);
+            v.push((s, i, n));
+            s += n as u64 * spb;
+            i += n;
+        }
+        v
+    }
+
+    /// Reads whole blocks from data sector `sector` into `out` (a multiple
+    /// of the block size) with one read of data and one of tags per area,
+    /// and checks every block.
+    fn read_blocks(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
+        let g = &self.geometry;
+        let bs = self.block_size();
+        let ts = g.tag_size as usize;
+        let spb = u64::from(g.sectors_per_block);
+        let mut tags = vec![0u8; out.len() / bs * ts];
+        let mut computed = [0u8; MAX_TAG_SIZE as usize];
+        for (s, i, n) in self.runs(sector, out.len() / bs) {
+            let data = &mut out[i * bs..(i + n) * bs];
+            let at = g.data_sector(s) * 512;
+            self.file
+                .read_exact_at(data, at)
+                .map_err(|e| io_err("data", at, e))?;
+            let t = &mut tags[i * ts..(i + n) * ts];
+            let at = g.tag_offset(s);
+            self.file
+                .read_exact_at(t, at)
+                .map_err(|e| io_err("tags", at, e))?;
+            for b in 0..n {
+                let off = b as u64 * spb;
+                let block = &mut data[b * bs..(b + 1) * bs];
+                let mut tag = &t[b * ts..(b + 1) * ts];
+                if let Some(e) = self.replay.entries.get(&(s + off)) {
+                    block.copy_from_slice(&e.data);
+                    tag = &e.tag;
+                }
+                let want = &mut computed[..ts];
+                self.hash.tag(self.salt(), s + off, block, want);
+                if want != tag {
+                    return Err(Error::TagMismatch { sector: s + off });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes `data` at byte `offset` of the provided data (partial blocks
@@ -319,13 +373,18 @@ impl Device {
                 &mut tags[i * ts..(i + 1) * ts],
             );
         }
+        // In place: one write of data and one of tags per area.
         let in_place = |from: usize, to: usize| -> Result<(), Error> {
-            for i in from..to {
-                self.write_block_in_place(
-                    sector + i as u64 * spb,
-                    &blocks[i * bs..(i + 1) * bs],
-                    &tags[i * ts..(i + 1) * ts],
-                )?;
+            for (s, i, m) in self.runs(sector + from as u64 * spb, to - from) {
+                let i = from + i;
+                let at = g.data_sector(s) * 512;
+                self.file
+                    .write_all_at(&blocks[i * bs..(i + m) * bs], at)
+                    .map_err(|e| io_err("data (writing)", at, e))?;
+                let at = g.tag_offset(s);
+                self.file
+                    .write_all_at(&tags[i * ts..(i + m) * ts], at)
+                    .map_err(|e| io_err("tags (writing)", at, e))?;
             }
             Ok(())
         };
