@@ -88,7 +88,22 @@ pub fn check(pid: i32, start: Option<u64>) -> Liveness {
     if now != start {
         return Liveness::Gone;
     }
-    match runs_this_binary(pid) {
+    let mut result = runs_this_binary(pid);
+    // A process that still has its start time but no readable
+    // `/proc/PID/exe` is exiting (its memory is already released, e.g. a
+    // daemon just killed with SIGKILL whose threads are still ending): wait
+    // up to a second for it to become a zombie or vanish.
+    for _ in 0..40 {
+        if result.is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        if start_time(pid) != Some(start) {
+            return Liveness::Gone;
+        }
+        result = runs_this_binary(pid);
+    }
+    match result {
         Ok(Ok(())) => Liveness::Ours,
         Ok(Err(prog)) => Liveness::Foreign(prog),
         Err(why) => Liveness::Unknown(why),
