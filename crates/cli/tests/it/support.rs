@@ -156,25 +156,7 @@ impl Work {
             &pass,
             "--batch-mode",
         ]);
-        let mut img = fs::read(&v).unwrap();
-        let hdr = u64::from_be_bytes(img[8..16].try_into().unwrap()) as usize;
-        for base in [0, hdr] {
-            let area = &img[base + 4096..base + hdr];
-            let end = area.iter().position(|&b| b == 0).unwrap();
-            let mut j: serde_json::Value = serde_json::from_slice(&area[..end]).unwrap();
-            j["keyslots"]["0"]["kdf"]["time"] = (1u32 << 31).into();
-            j["keyslots"]["0"]["kdf"]["memory"] = 65536.into();
-            let text = serde_json::to_vec(&j).unwrap();
-            let area = &mut img[base + 4096..base + hdr];
-            area.fill(0);
-            area[..text.len()].copy_from_slice(&text);
-            let mut copy = img[base..base + hdr].to_vec();
-            copy[448..512].fill(0);
-            let sum = cryptkeep_crypto::HashAlg::Sha256.digest(&copy);
-            img[base + 448..base + 512].fill(0);
-            img[base + 448..base + 480].copy_from_slice(&sum);
-        }
-        fs::write(&v, img).unwrap();
+        make_argon2_endless(Path::new(&v));
         v
     }
 
@@ -335,4 +317,28 @@ pub fn assert_error(o: &Out, code: i32, parts: &[&str]) {
     for p in parts {
         assert!(o.stderr.contains(p), "{p:?} not in {:?}", o.stderr);
     }
+}
+
+/// Rewrites the LUKS2 image at `v` so that keyslot 0's argon2id asks for
+/// 2^31 passes over 64 MiB: both JSON copies, checksums fixed.
+pub fn make_argon2_endless(v: &Path) {
+    let mut img = fs::read(v).unwrap();
+    let hdr = u64::from_be_bytes(img[8..16].try_into().unwrap()) as usize;
+    for base in [0, hdr] {
+        let area = &img[base + 4096..base + hdr];
+        let end = area.iter().position(|&b| b == 0).unwrap();
+        let mut j: serde_json::Value = serde_json::from_slice(&area[..end]).unwrap();
+        j["keyslots"]["0"]["kdf"]["time"] = (1u32 << 31).into();
+        j["keyslots"]["0"]["kdf"]["memory"] = 65536.into();
+        let text = serde_json::to_vec(&j).unwrap();
+        let area = &mut img[base + 4096..base + hdr];
+        area.fill(0);
+        area[..text.len()].copy_from_slice(&text);
+        let mut copy = img[base..base + hdr].to_vec();
+        copy[448..512].fill(0);
+        let sum = cryptkeep_crypto::HashAlg::Sha256.digest(&copy);
+        img[base + 448..base + 512].fill(0);
+        img[base + 448..base + 480].copy_from_slice(&sum);
+    }
+    fs::write(v, img).unwrap();
 }
