@@ -17,9 +17,13 @@
 //!   `fdatasync`. With [`Engine::set_holes_read_as_zero`] all-zero
 //!   ciphertext sectors (holes) read as zeros, for frontends that pass
 //!   discards through a loop device.
+//! - [`AuthCrypt`] is the same seam for authenticated volumes (LUKS2
+//!   `--integrity`): sectors sealed with dm-crypt's per-sector AEAD, each
+//!   with its metadata tuple (tag, stored IV).
 //! - [`Error`] carries what failed and where; [`Error::errno`] gives the
 //!   errno for FUSE and NBD.
 
+mod auth_crypt;
 mod crypt;
 mod direct;
 mod engine;
@@ -36,6 +40,7 @@ mod scratch;
 mod staged;
 mod write;
 
+pub use auth_crypt::AuthCrypt;
 pub use crypt::{SectorCrypt, Staging};
 pub use engine::Engine;
 pub use error::Error;
