@@ -72,7 +72,9 @@ pub struct Device {
     file: File,
     superblock: Superblock,
     geometry: Geometry,
-    hash: TagHash,
+    /// The tag algorithm; `None` when the layer above supplies the tags
+    /// (dm-crypt's authenticated modes: [`Device::open_external`]).
+    hash: Option<TagHash>,
     mode: Mode,
     /// Blocks held in memory from the journal (read-only opens).
     replay: Replay,
@@ -100,8 +102,42 @@ impl Device {
         mode: Mode,
         buffer_sectors: u32,
     ) -> Result<Device, Error> {
+        Self::open_with(path, 0, Some(hash), mode, buffer_sectors)
+    }
+
+    /// Opens the device whose superblock lies at byte `start` of `path`
+    /// (a LUKS2 data segment), whose tags the layer above computes and
+    /// checks (dm-crypt's authenticated modes: no internal hash). Only
+    /// [`Device::read_tagged`] and [`Device::write_tagged`] move data.
+    pub fn open_external(
+        path: &Path,
+        start: u64,
+        mode: Mode,
+        buffer_sectors: u32,
+    ) -> Result<Device, Error> {
+        Self::open_with(path, start, None, mode, buffer_sectors)
+    }
+
+    fn open_with(
+        path: &Path,
+        start: u64,
+        hash: Option<TagHash>,
+        mode: Mode,
+        buffer_sectors: u32,
+    ) -> Result<Device, Error> {
+        if !start.is_multiple_of(512) {
+            return Err(Error::BadSuperblock(format!(
+                "the superblock offset {start} is not a multiple of 512"
+            )));
+        }
         let (file, size) = crate::probe::open_device(path, mode != Mode::ReadOnly)?;
-        let superblock = crate::probe::superblock_of(&file)?;
+        if start >= size {
+            return Err(Error::Io {
+                what: format!("the superblock at byte {start}"),
+                source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            });
+        }
+        let superblock = crate::probe::superblock_at(&file, start)?;
         for (flag, what) in [
             (
                 FLAG_INLINE,
@@ -122,7 +158,7 @@ impl Device {
                 "writing a device whose journal carries a MAC (--journal-integrity)".into(),
             ));
         }
-        let geometry = Geometry::new(&superblock, 0, size / 512, buffer_sectors)?;
+        let geometry = Geometry::new(&superblock, start / 512, size / 512, buffer_sectors)?;
         let replay = journal::read(&geometry, &mut |buf, at| {
             file.read_exact_at(buf, at)
                 .map_err(|e| io_err("the journal", at, e))
@@ -146,6 +182,16 @@ impl Device {
             d.replay_in_place()?;
         }
         Ok(d)
+    }
+
+    /// The tag algorithm, or why there is none to use here.
+    fn hash(&self) -> Result<&TagHash, Error> {
+        self.hash.as_ref().ok_or_else(|| {
+            Error::Unsupported(
+                "byte I/O on a device whose tags the layer above computes (use read_tagged / write_tagged)"
+                    .into(),
+            )
+        })
     }
 
     /// The usable size in bytes.
@@ -215,34 +261,6 @@ impl Device {
             .map_err(|e| io_err("a tag (writing)", at, e))
     }
 
-    /// Reads the block at data sector `sector` into `out` (one block) and
-    /// checks its tag.
-    fn read_block(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
-        let g = &self.geometry;
-        let mut stored = [0u8; MAX_TAG_SIZE as usize];
-        let tag = &mut stored[..g.tag_size as usize];
-        if let Some(e) = self.replay.entries.get(&sector) {
-            out.copy_from_slice(&e.data);
-            tag.copy_from_slice(&e.tag);
-        } else {
-            let at = g.data_sector(sector) * 512;
-            self.file
-                .read_exact_at(out, at)
-                .map_err(|e| io_err("data", at, e))?;
-            let at = g.tag_offset(sector);
-            self.file
-                .read_exact_at(tag, at)
-                .map_err(|e| io_err("a tag", at, e))?;
-        }
-        let mut computed = [0u8; MAX_TAG_SIZE as usize];
-        let want = &mut computed[..tag.len()];
-        self.hash.tag(self.salt(), sector, out, want);
-        if want != tag {
-            return Err(Error::TagMismatch { sector });
-        }
-        Ok(())
-    }
-
     /// Reads `buf.len()` bytes at byte `offset` of the provided data,
     /// checking every block it touches; short at the end of the device.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
@@ -286,15 +304,35 @@ impl Device {
     }
 
     /// Reads whole blocks from data sector `sector` into `out` (a multiple
-    /// of the block size) with one read of data and one of tags per area,
-    /// and checks every block.
+    /// of the block size) and checks every block's tag.
     fn read_blocks(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
+        let hash = self.hash()?;
+        let bs = self.block_size();
+        let ts = self.geometry.tag_size as usize;
+        let spb = u64::from(self.geometry.sectors_per_block);
+        let mut tags = vec![0u8; out.len() / bs * ts];
+        self.read_raw(sector, out, &mut tags)?;
+        let mut computed = [0u8; MAX_TAG_SIZE as usize];
+        for (b, (block, tag)) in out.chunks_exact(bs).zip(tags.chunks_exact(ts)).enumerate() {
+            let s = sector + b as u64 * spb;
+            let want = &mut computed[..ts];
+            hash.tag(self.salt(), s, block, want);
+            if want != tag {
+                return Err(Error::TagMismatch { sector: s });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads whole blocks from data sector `sector` into `out` and their
+    /// stored tags into `tags` (tag size bytes per block), with one read of
+    /// data and one of tags per area; blocks held in the journal (read-only
+    /// opens) come from there. Checks nothing.
+    fn read_raw(&self, sector: u64, out: &mut [u8], tags: &mut [u8]) -> Result<(), Error> {
         let g = &self.geometry;
         let bs = self.block_size();
         let ts = g.tag_size as usize;
         let spb = u64::from(g.sectors_per_block);
-        let mut tags = vec![0u8; out.len() / bs * ts];
-        let mut computed = [0u8; MAX_TAG_SIZE as usize];
         for (s, i, n) in self.runs(sector, out.len() / bs) {
             let data = &mut out[i * bs..(i + n) * bs];
             let at = g.data_sector(s) * 512;
@@ -306,20 +344,68 @@ impl Device {
             self.file
                 .read_exact_at(t, at)
                 .map_err(|e| io_err("tags", at, e))?;
+            if self.replay.entries.is_empty() {
+                continue;
+            }
             for b in 0..n {
-                let off = b as u64 * spb;
-                let block = &mut data[b * bs..(b + 1) * bs];
-                let mut tag = &t[b * ts..(b + 1) * ts];
-                if let Some(e) = self.replay.entries.get(&(s + off)) {
-                    block.copy_from_slice(&e.data);
-                    tag = &e.tag;
-                }
-                let want = &mut computed[..ts];
-                self.hash.tag(self.salt(), s + off, block, want);
-                if want != tag {
-                    return Err(Error::TagMismatch { sector: s + off });
+                if let Some(e) = self.replay.entries.get(&(s + b as u64 * spb)) {
+                    data[b * bs..(b + 1) * bs].copy_from_slice(&e.data);
+                    t[b * ts..(b + 1) * ts].copy_from_slice(&e.tag);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Checks that `data` is whole blocks starting at data sector `sector`
+    /// inside the device and `tags` one tag per block.
+    fn check_tagged(&self, sector: u64, data: &[u8], tags: &[u8]) -> Result<(), Error> {
+        let bs = self.block_size() as u64;
+        let spb = u64::from(self.geometry.sectors_per_block);
+        let blocks = data.len() as u64 / bs;
+        let end = sector.saturating_add(blocks * spb);
+        if !(data.len() as u64).is_multiple_of(bs)
+            || !sector.is_multiple_of(spb)
+            || tags.len() as u64 != blocks * u64::from(self.geometry.tag_size)
+            || end > self.geometry.provided_data_sectors
+        {
+            return Err(Error::Io {
+                what: format!(
+                    "a request of {} bytes and {} tag bytes at sector {sector}",
+                    data.len(),
+                    tags.len()
+                ),
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads whole blocks from data sector `sector` (a multiple of the
+    /// block's sectors) into `data`, and each block's stored tag into
+    /// `tags`, for a layer above that checks them itself (dm-crypt's
+    /// authenticated modes).
+    pub fn read_tagged(&self, sector: u64, data: &mut [u8], tags: &mut [u8]) -> Result<(), Error> {
+        self.check_tagged(sector, data, tags)?;
+        let _r = self.io.read().unwrap_or_else(|p| p.into_inner());
+        self.read_raw(sector, data, tags)
+    }
+
+    /// Writes whole blocks from data sector `sector` with the tags the
+    /// layer above computed, through the journal unless opened
+    /// [`Mode::Direct`].
+    pub fn write_tagged(&self, sector: u64, data: &[u8], tags: &[u8]) -> Result<(), Error> {
+        self.check_writable()?;
+        self.check_tagged(sector, data, tags)?;
+        let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
+        self.write_raw(sector, data, tags)
+    }
+
+    fn check_writable(&self) -> Result<(), Error> {
+        if self.mode == Mode::ReadOnly {
+            return Err(Error::Unsupported(
+                "writing a device opened read-only".into(),
+            ));
         }
         Ok(())
     }
@@ -327,11 +413,8 @@ impl Device {
     /// Writes `data` at byte `offset` of the provided data (partial blocks
     /// are read, checked and merged first).
     pub fn write_at(&self, data: &[u8], offset: u64) -> Result<(), Error> {
-        if self.mode == Mode::ReadOnly {
-            return Err(Error::Unsupported(
-                "writing a device opened read-only".into(),
-            ));
-        }
+        self.check_writable()?;
+        self.hash()?;
         let end = offset.saturating_add(data.len() as u64);
         if end > self.size() {
             return Err(Error::Io {
@@ -346,33 +429,45 @@ impl Device {
         let mut blocks = vec![0u8; ((last - first) * bs) as usize];
         let head = (offset - first * bs) as usize;
         if head != 0 {
-            self.read_block(first * bs / 512, &mut blocks[..bs as usize])?;
+            self.read_blocks(first * bs / 512, &mut blocks[..bs as usize])?;
         }
         if !end.is_multiple_of(bs) && (last - 1 > first || head == 0) {
             let at = ((last - 1 - first) * bs) as usize;
-            self.read_block((last - 1) * bs / 512, &mut blocks[at..at + bs as usize])?;
+            self.read_blocks((last - 1) * bs / 512, &mut blocks[at..at + bs as usize])?;
         }
         blocks[head..head + data.len()].copy_from_slice(data);
         self.write_blocks(first * bs / 512, &blocks)
     }
 
-    /// Writes whole blocks starting at data sector `sector`.
+    /// Writes whole blocks starting at data sector `sector`, tagged with
+    /// the device's own algorithm.
     fn write_blocks(&self, sector: u64, blocks: &[u8]) -> Result<(), Error> {
-        let g = &self.geometry;
+        let hash = self.hash()?;
         let bs = self.block_size();
-        let spb = u64::from(g.sectors_per_block);
-        let ts = g.tag_size as usize;
+        let spb = u64::from(self.geometry.sectors_per_block);
+        let ts = self.geometry.tag_size as usize;
         let n = blocks.len() / bs;
         let mut tags = vec![0u8; n * ts];
         for i in 0..n {
             let s = sector + i as u64 * spb;
-            self.hash.tag(
+            hash.tag(
                 self.salt(),
                 s,
                 &blocks[i * bs..(i + 1) * bs],
                 &mut tags[i * ts..(i + 1) * ts],
             );
         }
+        self.write_raw(sector, blocks, &tags)
+    }
+
+    /// Writes whole blocks and their tags: through the journal (commit,
+    /// then copy in place) or, in [`Mode::Direct`], in place.
+    fn write_raw(&self, sector: u64, blocks: &[u8], tags: &[u8]) -> Result<(), Error> {
+        let g = &self.geometry;
+        let bs = self.block_size();
+        let spb = u64::from(g.sectors_per_block);
+        let ts = g.tag_size as usize;
+        let n = blocks.len() / bs;
         // In place: one write of data and one of tags per area.
         let in_place = |from: usize, to: usize| -> Result<(), Error> {
             for (s, i, m) in self.runs(sector + from as u64 * spb, to - from) {
@@ -467,6 +562,7 @@ impl Device {
     /// when given. A mismatch is recorded and reading goes on (the kernel
     /// fails that block's read with `EILSEQ`; `out` gets zeros there).
     pub fn verify(&self, mut out: Option<&mut dyn Write>) -> Result<VerifyReport, Error> {
+        let hash = self.hash()?;
         let g = &self.geometry;
         let _r = self.io.read().unwrap_or_else(|p| p.into_inner());
         let spb = u64::from(g.sectors_per_block);
@@ -502,7 +598,7 @@ impl Device {
                     tag = &e.tag;
                     report.from_journal += 1;
                 }
-                self.hash.tag(self.salt(), s, block, &mut want);
+                hash.tag(self.salt(), s, block, &mut want);
                 if want != tag {
                     report.mismatches.push(s);
                     block.fill(0);
@@ -720,5 +816,105 @@ mod tamper_tests {
             assert!(all == data, "{}: data changed", hash.name());
             std::fs::remove_file(&p).unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod external_tests {
+    use super::*;
+    use crate::{format_external, FormatOptions, DEFAULT_BUFFER_SECTORS};
+
+    /// A stand-in for the layer above: a tag that depends on the sector
+    /// and the data, so a block moved or changed shows.
+    fn tag_of(sector: u64, block: &[u8], out: &mut [u8]) {
+        let n = out.len();
+        for (i, t) in out.iter_mut().enumerate() {
+            *t = block
+                .iter()
+                .skip(i)
+                .step_by(n)
+                .fold(sector as u8 ^ i as u8, |a, b| a.wrapping_mul(31) ^ b);
+        }
+    }
+
+    /// A device at an offset with caller-made tags: the wipe hands every
+    /// block to the caller, tagged writes go through the journal (and its
+    /// replay after a crash) and read back with their tags, the bytes
+    /// before the offset are never touched.
+    #[test]
+    fn caller_tags_at_an_offset_survive_the_journal() {
+        let p = std::env::temp_dir().join(format!("ck-intext-{}", std::process::id()));
+        let start = 1u64 << 20;
+        let f = File::create(&p).unwrap();
+        f.set_len(9 << 20).unwrap();
+        f.write_all_at(&[0xa5; 4096], start - 4096).unwrap();
+        let o = FormatOptions {
+            hash: TagHash::Crc32c,
+            tag_size: None,
+            sector_size: 4096,
+            journal_bytes: Some(256 << 10),
+            interleave_sectors: 0,
+            wipe: true,
+        };
+        let mut seen = 0u64;
+        let mut fill = |sb: &Superblock, sector: u64, data: &mut [u8], tags: &mut [u8]| {
+            let spb = u64::from(sb.sectors_per_block());
+            for (b, (blk, t)) in data.chunks_mut(4096).zip(tags.chunks_mut(28)).enumerate() {
+                blk.fill(0x11);
+                tag_of(sector + b as u64 * spb, blk, t);
+                seen += 1;
+            }
+            Ok(())
+        };
+        let sb =
+            format_external(&p, start, &o, 28, [0; 16], Some(&mut fill), &mut |_, _| {}).unwrap();
+        assert_eq!(sb.tag_size, 28);
+        assert_eq!(seen, sb.provided_data_sectors / 8);
+        let mut d =
+            Device::open_external(&p, start, Mode::Journal, DEFAULT_BUFFER_SECTORS).unwrap();
+        let bs = 4096usize;
+        let blocks = 300usize;
+        let data: Vec<u8> = (0..blocks * bs)
+            .map(|i| (i * 13 + (i >> 12)) as u8)
+            .collect();
+        let mut tags = vec![0u8; blocks * 28];
+        for (b, (blk, t)) in data.chunks(bs).zip(tags.chunks_mut(28)).enumerate() {
+            tag_of(8 + b as u64 * 8, blk, t);
+        }
+        d.write_tagged(8, &data, &tags).unwrap();
+        d.crash_after_commit();
+        let last = vec![0x77u8; 3 * bs];
+        let mut last_tags = vec![0u8; 3 * 28];
+        for (b, (blk, t)) in last.chunks(bs).zip(last_tags.chunks_mut(28)).enumerate() {
+            tag_of(80 + b as u64 * 8, blk, t);
+        }
+        d.write_tagged(80, &last, &last_tags).unwrap();
+        drop(d);
+        // The read-only open lays the journal over the data.
+        let d = Device::open_external(&p, start, Mode::ReadOnly, DEFAULT_BUFFER_SECTORS).unwrap();
+        let mut back = vec![0u8; (blocks + 1) * bs];
+        let mut back_tags = vec![0u8; (blocks + 1) * 28];
+        d.read_tagged(0, &mut back, &mut back_tags).unwrap();
+        assert!(back[..bs].iter().all(|&b| b == 0x11), "the wiped block");
+        let mut want = data.clone();
+        want[(80 / 8 - 1) * bs..(80 / 8 + 2) * bs].copy_from_slice(&last);
+        assert!(back[bs..] == want[..], "the data written");
+        for (b, (blk, t)) in back.chunks(bs).zip(back_tags.chunks(28)).enumerate() {
+            let mut w = [0u8; 28];
+            tag_of(b as u64 * 8, blk, &mut w);
+            assert_eq!(&w[..], t, "block {b}'s tag");
+        }
+        // Byte I/O needs the device's own algorithm; misfit requests fail.
+        assert!(d.read_at(&mut [0u8; 512], 0).is_err());
+        assert!(d.read_tagged(1, &mut [0u8; 4096], &mut [0u8; 28]).is_err());
+        assert!(d.read_tagged(0, &mut [0u8; 4096], &mut [0u8; 27]).is_err());
+        let end = sb.provided_data_sectors;
+        assert!(d
+            .read_tagged(end, &mut [0u8; 4096], &mut [0u8; 28])
+            .is_err());
+        let mut before = [0u8; 4096];
+        d.file.read_exact_at(&mut before, start - 4096).unwrap();
+        assert_eq!(before, [0xa5; 4096]);
+        std::fs::remove_file(&p).unwrap();
     }
 }

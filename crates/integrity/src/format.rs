@@ -67,14 +67,68 @@ pub fn format(
     salt: [u8; 16],
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Superblock, Error> {
-    let (file, size) = crate::probe::open_device(path, true)?;
     let tag_size = match o.tag_size {
         Some(0) | None => o.hash.digest_size() as u16,
         Some(n) => n,
     };
-    if u32::from(tag_size) > crate::superblock::MAX_TAG_SIZE {
+    let hash = o.hash.clone();
+    let mut fill = |sb: &Superblock, sector: u64, data: &mut [u8], tags: &mut [u8]| {
+        let salt = sb.has(FLAG_FIXED_HMAC).then_some(&sb.salt);
+        let spb = u64::from(sb.sectors_per_block());
+        let blocks = data.chunks(spb as usize * 512);
+        for (b, (block, tag)) in blocks.zip(tags.chunks_mut(sb.tag_size.into())).enumerate() {
+            hash.tag(salt, sector + b as u64 * spb, block, tag);
+        }
+        Ok(())
+    };
+    let wipe: Option<&mut Fill> = if o.wipe { Some(&mut fill) } else { None };
+    format_at(path, 0, o, tag_size, true, salt, wipe, progress)
+}
+
+/// Fills a run of zeroed blocks from data sector `sector` for the wipe:
+/// may rewrite the data (encrypt it) and must write one tag per block.
+pub type Fill<'a> = dyn FnMut(&Superblock, u64, &mut [u8], &mut [u8]) -> Result<(), Error> + 'a;
+
+/// Formats an integrity device whose superblock lies at byte `start` of
+/// `path` and whose `tag_size`-byte tags the layer above computes, as
+/// cryptsetup does for a LUKS2 volume with authenticated encryption (no
+/// internal hash; `o.hash` and `o.tag_size` are not used). With `wipe`,
+/// every block is zeroed and handed to it to encrypt and tag, as
+/// cryptsetup's wipe through dm-crypt does; without, tags stay unset and a
+/// block reads only once written.
+#[allow(clippy::too_many_arguments)]
+pub fn format_external(
+    path: &Path,
+    start: u64,
+    o: &FormatOptions,
+    tag_size: u16,
+    salt: [u8; 16],
+    wipe: Option<&mut Fill>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Superblock, Error> {
+    format_at(path, start, o, tag_size, false, salt, wipe, progress)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn format_at(
+    path: &Path,
+    start: u64,
+    o: &FormatOptions,
+    tag_size: u16,
+    keyed_or_hashed: bool,
+    salt: [u8; 16],
+    wipe_with: Option<&mut Fill>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Superblock, Error> {
+    let (file, size) = crate::probe::open_device(path, true)?;
+    if !start.is_multiple_of(512) || start >= size {
+        return Err(Error::BadSuperblock(format!(
+            "offset {start} is not a 512-byte sector inside the {size}-byte device"
+        )));
+    }
+    if tag_size == 0 || u32::from(tag_size) > crate::superblock::MAX_TAG_SIZE {
         return Err(Error::BadHash(format!(
-            "tag size {tag_size} (at most {} bytes)",
+            "tag size {tag_size} (1 to {} bytes)",
             crate::superblock::MAX_TAG_SIZE
         )));
     }
@@ -89,22 +143,22 @@ pub fn format(
         Some(b) => (b / 512).clamp(1, u64::from(u32::MAX)) as u32,
     };
     let mut sb = Geometry::plan(
-        size / 512,
+        (size - start) / 512,
         tag_size,
         o.sector_size / 512,
         journal_sectors,
         o.interleave_sectors,
         false,
-        true,
+        keyed_or_hashed,
     )?;
     sb.salt = salt;
-    let g = Geometry::new(&sb, 0, size / 512, DEFAULT_BUFFER_SECTORS)?;
+    let g = Geometry::new(&sb, start / 512, size / 512, DEFAULT_BUFFER_SECTORS)?;
     write_journal(&file, &g)?;
-    if o.wipe {
-        wipe(&file, &g, &sb, &o.hash, progress)?;
+    if let Some(fill) = wipe_with {
+        wipe(&file, &g, &sb, fill, progress)?;
     }
     // The superblock last: a device interrupted before this is not one.
-    write_at(&file, &encode_superblock(&sb), 0, "the superblock")?;
+    write_at(&file, &encode_superblock(&sb), start, "the superblock")?;
     file.sync_all().map_err(|source| Error::Io {
         what: "the device (flushing)".into(),
         source,
@@ -132,39 +186,32 @@ pub(crate) fn write_journal(file: &File, g: &Geometry) -> Result<(), Error> {
     Ok(())
 }
 
-/// Zeros every block and writes its tag, area by area.
+/// Zeros every block, lets `fill` encrypt and tag it, and writes it,
+/// area by area.
 fn wipe(
     file: &File,
     g: &Geometry,
     sb: &Superblock,
-    hash: &TagHash,
+    fill: &mut Fill,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), Error> {
     let spb = u64::from(g.sectors_per_block);
-    let block = vec![0u8; spb as usize * 512];
+    let bs = spb as usize * 512;
     let total = g.provided_data_sectors / spb;
     let area = 1u64 << g.log2_interleave;
-    let salt = sb.has(FLAG_FIXED_HMAC).then_some(&sb.salt);
-    let zeros = vec![0u8; (WIPE_CHUNK_BLOCKS * spb * 512) as usize];
+    let mut data = vec![0u8; WIPE_CHUNK_BLOCKS as usize * bs];
     let mut tags = vec![0u8; (WIPE_CHUNK_BLOCKS * u64::from(g.tag_size)) as usize];
     let ts = g.tag_size as usize;
     let mut sector = 0;
     while sector < g.provided_data_sectors {
         let end = ((sector / area + 1) * area).min(g.provided_data_sectors);
-        let blocks = ((end - sector) / spb).min(WIPE_CHUNK_BLOCKS);
-        for b in 0..blocks as usize {
-            let s = sector + b as u64 * spb;
-            hash.tag(salt, s, &block, &mut tags[b * ts..(b + 1) * ts]);
-        }
-        let n = blocks as usize;
+        let n = ((end - sector) / spb).min(WIPE_CHUNK_BLOCKS) as usize;
+        let d = &mut data[..n * bs];
+        d.fill(0);
+        fill(sb, sector, d, &mut tags[..n * ts])?;
         write_at(file, &tags[..n * ts], g.tag_offset(sector), "tags")?;
-        write_at(
-            file,
-            &zeros[..n * block.len()],
-            g.data_sector(sector) * 512,
-            "data",
-        )?;
-        sector += blocks * spb;
+        write_at(file, d, g.data_sector(sector) * 512, "data")?;
+        sector += n as u64 * spb;
         progress(sector / spb, total);
     }
     Ok(())

@@ -25,7 +25,7 @@ mod superblock;
 
 pub use device::{Device, Mode, VerifyReport};
 pub use error::Error;
-pub use format::{encode_superblock, format, FormatOptions};
+pub use format::{encode_superblock, format, format_external, Fill, FormatOptions};
 pub use geometry::{Geometry, DEFAULT_BUFFER_SECTORS};
 pub use hash::TagHash;
 pub use probe::read_superblock;

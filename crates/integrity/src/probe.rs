@@ -24,11 +24,17 @@ pub(crate) fn open_device(path: &Path, write: bool) -> Result<(File, u64), Error
 
 /// Reads and parses the superblock of an open device.
 pub(crate) fn superblock_of(file: &File) -> Result<Superblock, Error> {
+    superblock_at(file, 0)
+}
+
+/// Reads and parses the superblock at byte `start` of an open device.
+pub(crate) fn superblock_at(file: &File, start: u64) -> Result<Superblock, Error> {
     let mut b = vec![0u8; (SB_SECTORS * 512) as usize];
-    file.read_exact_at(&mut b, 0).map_err(|source| Error::Io {
-        what: "the superblock at byte 0".into(),
-        source,
-    })?;
+    file.read_exact_at(&mut b, start)
+        .map_err(|source| Error::Io {
+            what: format!("the superblock at byte {start}"),
+            source,
+        })?;
     Superblock::parse(&b)
 }
 
