@@ -204,6 +204,11 @@ impl Device {
         self.geometry.sectors_per_block as usize * 512
     }
 
+    /// How the device was opened.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// The superblock.
     pub fn superblock(&self) -> &Superblock {
         &self.superblock

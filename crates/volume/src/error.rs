@@ -36,6 +36,15 @@ pub enum Error {
     KeepGone,
     /// The volume's geometry is unusable (sector size, data offset or size).
     Geometry(String),
+    /// A sector of an authenticated volume failed its tag: its data or
+    /// metadata was changed (or never written). Nothing of it is returned.
+    Authentication {
+        /// The first failing sector, in sector-size units from the start
+        /// of the data segment.
+        sector: u64,
+    },
+    /// The integrity layer under an authenticated volume failed.
+    Integrity(String),
 }
 
 impl Error {
@@ -46,7 +55,10 @@ impl Error {
     pub fn errno(&self) -> i32 {
         match self {
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-            Error::Crypt(_) | Error::KeepGone => libc::EIO,
+            Error::Crypt(_)
+            | Error::KeepGone
+            | Error::Authentication { .. }
+            | Error::Integrity(_) => libc::EIO,
             Error::ReadOnly => libc::EROFS,
             Error::OutOfRange { .. } => libc::ENOSPC,
             Error::Geometry(_) => libc::EINVAL,
@@ -90,6 +102,11 @@ impl fmt::Display for Error {
                 "the key process (keep) holding the volume key is gone; close and reopen the volume"
             ),
             Error::Geometry(msg) => write!(f, "unusable volume geometry: {msg}"),
+            Error::Authentication { sector } => write!(
+                f,
+                "sector {sector} failed authentication: its data or tag was changed on disk (or never written)"
+            ),
+            Error::Integrity(msg) => write!(f, "the integrity layer failed: {msg}"),
         }
     }
 }

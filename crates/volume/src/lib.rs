@@ -19,11 +19,13 @@
 //!   discards through a loop device.
 //! - [`AuthCrypt`] is the same seam for authenticated volumes (LUKS2
 //!   `--integrity`): sectors sealed with dm-crypt's per-sector AEAD, each
-//!   with its metadata tuple (tag, stored IV).
+//!   with its metadata tuple (tag, stored IV); [`AuthVolume`] serves such a
+//!   volume's data over its dm-integrity device.
 //! - [`Error`] carries what failed and where; [`Error::errno`] gives the
 //!   errno for FUSE and NBD.
 
 mod auth_crypt;
+mod authenticated;
 mod crypt;
 mod direct;
 mod engine;
@@ -41,6 +43,7 @@ mod staged;
 mod write;
 
 pub use auth_crypt::AuthCrypt;
+pub use authenticated::AuthVolume;
 pub use crypt::{SectorCrypt, Staging};
 pub use engine::Engine;
 pub use error::Error;

@@ -1,8 +1,9 @@
 //! [`BlockStore`]: what the block file serves — a fixed-size array of
 //! bytes with block-sized I/O. The volume engine (dm-crypt's formats) is
-//! one; an integrity device is another.
+//! one; an authenticated volume (dm-crypt over dm-integrity) and a
+//! standalone integrity device are others.
 
-use cryptkeep_volume::Engine;
+use cryptkeep_volume::{AuthVolume, Engine};
 
 use crate::ops::{Errno, R};
 
@@ -75,5 +76,30 @@ impl BlockStore for Engine {
     }
     fn allow_discards(&self) {
         self.set_holes_read_as_zero(true);
+    }
+}
+
+/// An authenticated volume: a sector whose tag fails reads as `EIO`;
+/// discards are refused (`EOPNOTSUPP`), as dm-crypt does in authenticated
+/// modes.
+impl BlockStore for AuthVolume {
+    fn size(&self) -> u64 {
+        AuthVolume::size(self)
+    }
+    fn block_size(&self) -> usize {
+        self.sector_size()
+    }
+    fn read_only(&self) -> bool {
+        AuthVolume::read_only(self)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize> {
+        AuthVolume::read_at(self, buf, offset).map_err(|e| errno_of(&e))
+    }
+    fn write_at(&self, data: &[u8], offset: u64) -> R<usize> {
+        AuthVolume::write_at(self, data, offset).map_err(|e| errno_of(&e))?;
+        Ok(data.len())
+    }
+    fn flush(&self) -> R<()> {
+        AuthVolume::flush(self).map_err(|e| errno_of(&e))
     }
 }
