@@ -14,6 +14,15 @@ pub enum Error {
     UnsupportedCipher(String),
     /// The hash name is not one this crate implements.
     UnsupportedHash(String),
+    /// The authenticated sector mode (LUKS2 segment `encryption` plus
+    /// `integrity.type`, or cryptsetup's `--cipher`/`--integrity`) is not
+    /// one [`crate::sector_aead`] implements.
+    UnsupportedIntegrity {
+        /// The encryption (cipher) string as given.
+        encryption: String,
+        /// The integrity string as given.
+        integrity: String,
+    },
     /// The backend name is neither `accelerated` nor `portable`.
     UnsupportedBackend(String),
     /// The key has the wrong length for the cipher.
@@ -53,6 +62,16 @@ impl fmt::Display for Error {
             Error::UnsupportedHash(s) => write!(
                 f,
                 "unsupported hash \"{s}\": use sha1, sha256, sha512 or ripemd160"
+            ),
+            Error::UnsupportedIntegrity {
+                encryption,
+                integrity,
+            } => write!(
+                f,
+                "unsupported authenticated encryption \"{encryption}\" with integrity \"{integrity}\": \
+                 use aes-xts-plain64 with hmac(sha256), hmac(sha1) or hmac(sha512) \
+                 (--integrity hmac-sha256 …), aegis128-random with aead, \
+                 chacha20-random with poly1305, or aes-gcm-random with aead"
             ),
             Error::UnsupportedBackend(s) => write!(
                 f,

@@ -10,13 +10,14 @@
 //! | [`spec`] | [`CipherSpec`] (`parse("aes-xts-plain64")`, `parse_luks1("aes", "xts-plain64")`, `Display`, `luks1_cipher_name`/`luks1_cipher_mode`, `check_key_size`), [`spec::ChainMode`], [`spec::IvMode`] | dm-crypt table syntax |
 //! | [`sector`] | [`SectorCipher`] (`encrypt`/`decrypt(buf, sector_size, first_iv, iv_step)`, `spec`, `key_len`, `backend`, `implementation`), [`new_sector_cipher`] | IEEE 1619 XTS, SP 800-38A CBC/ECB, kernel IV generators |
 //! | [`aead`] | [`aead::new_aead`], [`aead::Aead`] (`seal`/`open`), [`aead::AeadAlg`], [`aead::AeadImpl`], [`aead::new_aead_with`] | SP 800-38D GCM (our VAES/AVX2 code or aws-lc), RFC 5297 AES-SIV, XChaCha20-Poly1305 |
+//! | [`sector_aead`] | [`sector_aead::AuthSpec`] (`parse("aes-xts-plain64", "hmac(sha256)")`, `from_cli`, `tag_bytes`/`iv_bytes`/`tuple_bytes`, `kernel_name`), [`sector_aead::SectorAead`] (`seal`/`open(sector, data, tuples)`) | dm-crypt AEAD sectors (LUKS2 `--integrity`): `authenc(hmac(sha*),xts(aes))`, AEGIS-128, RFC 8439 ChaCha20-Poly1305, SP 800-38D GCM |
 //! | [`backend`] | [`Backend`] (`Accelerated` = aws-lc, the default; `Portable` = pure Rust) | |
 //! | [`kdf`] | [`Pbkdf`], [`PbkdfKind`], [`kdf::derive`], [`kdf::calibrate`], [`kdf::estimate`], [`kdf::pbkdf2_iterations_per_second`] | RFC 8018, RFC 9106, cryptsetup's benchmark rules |
 //! | [`af`] | [`af::split`], [`af::merge`], [`af::material_len`] | LUKS1 on-disk format §2.4 (`af.c`) |
 //! | [`hash`] | [`HashAlg`] (`parse`, `name`, `digest_len`, `digest`, `digest_parts`, `hmac`) | FIPS 180-4, RIPEMD-160, RFC 2104 |
 //! | [`secret`] | [`SecretBytes`] (mlocked, zeroized on drop, `Debug` shows the length only), [`secret::ct_eq`] | |
 //! | [`rand`] | [`rand::fill_random`] | getrandom(2) |
-//! | [`mod@bench`] | [`bench::cipher_throughput`], [`bench::aead_throughput`] for `cryptkeep benchmark` | like `cryptsetup benchmark` |
+//! | [`mod@bench`] | [`bench::cipher_throughput`], [`bench::aead_throughput`], [`bench::sector_aead_throughput`] for `cryptkeep benchmark` | like `cryptsetup benchmark` |
 //! | [`error`] | [`Error`], the crate's one error enum | |
 //!
 //! # Sector numbering
@@ -45,6 +46,7 @@ pub mod kdf;
 pub mod rand;
 pub mod secret;
 pub mod sector;
+pub mod sector_aead;
 pub mod spec;
 
 pub use backend::Backend;
