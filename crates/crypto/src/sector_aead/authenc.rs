@@ -23,7 +23,9 @@ impl Keyed {
     fn new(h: MacHash, key: &[u8]) -> Result<Keyed, Error> {
         let bad = |_| Error::Backend("HMAC key rejected".into());
         Ok(match h {
-            MacHash::Sha1 => Keyed::Sha1(<Hmac<sha1::Sha1> as KeyInit>::new_from_slice(key).map_err(bad)?),
+            MacHash::Sha1 => {
+                Keyed::Sha1(<Hmac<sha1::Sha1> as KeyInit>::new_from_slice(key).map_err(bad)?)
+            }
             MacHash::Sha256 => {
                 Keyed::Sha256(<Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).map_err(bad)?)
             }

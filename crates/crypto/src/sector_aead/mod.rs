@@ -107,10 +107,7 @@ impl SectorAead {
             return Err(Error::InvalidLength {
                 what: "integrity tuple buffer length",
                 got: tuples,
-                expected: format!(
-                    "{want} ({n} sectors × {} bytes)",
-                    self.spec.tuple_bytes()
-                ),
+                expected: format!("{want} ({n} sectors × {} bytes)", self.spec.tuple_bytes()),
             });
         }
         Ok(n)
@@ -131,7 +128,11 @@ impl SectorAead {
     pub fn seal(&self, sector: u64, data: &mut [u8], tuples: &mut [u8]) -> Result<(), Error> {
         let n = self.check(data.len(), tuples.len())?;
         let (s0, step) = self.units(sector);
-        let (tb, ib, ss) = (self.spec.tag_bytes(), self.spec.iv_bytes(), self.sector_size);
+        let (tb, ib, ss) = (
+            self.spec.tag_bytes(),
+            self.spec.iv_bytes(),
+            self.sector_size,
+        );
         let tl = tb + ib;
         match &self.engine {
             Engine::Authenc(a) => a.seal(data, ss, s0, s0, step, tuples, tl),
@@ -186,7 +187,11 @@ impl SectorAead {
     pub fn open(&self, sector: u64, data: &mut [u8], tuples: &[u8]) -> Result<Vec<usize>, Error> {
         let n = self.check(data.len(), tuples.len())?;
         let (s0, step) = self.units(sector);
-        let (tb, ib, ss) = (self.spec.tag_bytes(), self.spec.iv_bytes(), self.sector_size);
+        let (tb, ib, ss) = (
+            self.spec.tag_bytes(),
+            self.spec.iv_bytes(),
+            self.sector_size,
+        );
         let tl = tb + ib;
         match &self.engine {
             Engine::Authenc(a) => a.open(data, ss, s0, s0, step, tuples, tl),
@@ -197,7 +202,10 @@ impl SectorAead {
                 if let Some(a) = e.aegis() {
                     let pairs = n / 2;
                     let (head, _) = data.split_at_mut(pairs * 2 * ss);
-                    for (d, t) in head.chunks_exact_mut(2 * ss).zip(tuples.chunks_exact(2 * tl)) {
+                    for (d, t) in head
+                        .chunks_exact_mut(2 * ss)
+                        .zip(tuples.chunks_exact(2 * tl))
+                    {
                         let (d0, d1) = d.split_at_mut(ss);
                         let (t0, t1) = t.split_at(tl);
                         let (tag0, iv0) = t0.split_at(tb);
@@ -206,7 +214,8 @@ impl SectorAead {
                         let ad1 = Ad::new(s0, step, i as u64 + 1, iv1);
                         let n0: &[u8; 16] = iv0.try_into().map_err(|_| bug())?;
                         let n1: &[u8; 16] = iv1.try_into().map_err(|_| bug())?;
-                        let [g0, g1] = a.open2([n0, n1], [ad0.get(), ad1.get()], [&mut *d0, &mut *d1]);
+                        let [g0, g1] =
+                            a.open2([n0, n1], [ad0.get(), ad1.get()], [&mut *d0, &mut *d1]);
                         if !crate::secret::ct_eq(&g0, tag0) {
                             d0.zeroize();
                             bad.push(i);
@@ -262,5 +271,7 @@ fn bug() -> Error {
     Error::Backend("sector AEAD: inconsistent tuple layout".into())
 }
 
+#[cfg(test)]
+mod aegis128_kat;
 #[cfg(test)]
 mod tests;

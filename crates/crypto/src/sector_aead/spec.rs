@@ -228,9 +228,9 @@ impl AuthSpec {
                  likely, and a repeated nonce lets writes be forged. \
                  Prefer aegis128-random or aes-xts-plain64 with hmac-sha256.",
             ),
-            Mode::XtsHmac(MacHash::Sha1) => Some(
-                "hmac-sha1 is kept for old volumes; prefer hmac-sha256 for new ones.",
-            ),
+            Mode::XtsHmac(MacHash::Sha1) => {
+                Some("hmac-sha1 is kept for old volumes; prefer hmac-sha256 for new ones.")
+            }
             _ => None,
         }
     }
