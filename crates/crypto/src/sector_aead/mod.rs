@@ -174,7 +174,6 @@ impl SectorAead {
                     e.seal(iv, a_d.get(), d, tag, &mut scratch)?;
                     i += 1;
                 }
-                scratch.zeroize();
                 Ok(())
             }
         }
@@ -238,7 +237,6 @@ impl SectorAead {
                     }
                     i += 1;
                 }
-                scratch.zeroize();
                 Ok(bad)
             }
         }

@@ -505,3 +505,37 @@ fn debug_shows_no_key_and_type_is_shareable() {
         );
     }
 }
+
+/// Prints seal/open MiB/s of every mode (4096-byte sectors, 1 MiB batches).
+#[test]
+#[ignore = "throughput report: cargo test --lib throughput_report -- --ignored --nocapture (optimized build)"]
+fn throughput_report() {
+    for spec in all_specs() {
+        let (s, o) = crate::bench::sector_aead_throughput(&spec, 4096, 512 << 20).unwrap();
+        println!(
+            "{:<40} seal {s:8.0} MiB/s  open {o:8.0} MiB/s",
+            spec.to_string()
+        );
+    }
+}
+
+/// Reference speeds of the pieces (AES-256-GCM implementations, SHA-256).
+#[test]
+#[ignore = "throughput report of the building blocks (optimized build)"]
+fn throughput_pieces() {
+    use crate::aead::{AeadAlg, AeadImpl};
+    for imp in AeadImpl::ALL {
+        if let Ok((s, o)) = crate::bench::aead_throughput(AeadAlg::Aes256Gcm, imp, 4096, 300) {
+            println!(
+                "aes-256-gcm {:<12} seal {s:8.0} open {o:8.0} MiB/s",
+                imp.name()
+            );
+        }
+    }
+    let buf = vec![7u8; 1 << 20];
+    let t = std::time::Instant::now();
+    for _ in 0..200 {
+        std::hint::black_box(crate::HashAlg::Sha256.digest(&buf));
+    }
+    println!("sha256 {:8.0} MiB/s", 200.0 / t.elapsed().as_secs_f64());
+}
