@@ -51,6 +51,17 @@ impl Keyed {
     }
 }
 
+/// Where a batch sits: sector size, the first sector's associated-data and
+/// IV sector numbers (512-byte units), the step between sectors, and the
+/// tuple length.
+pub(super) struct Geometry {
+    pub(super) sector_size: usize,
+    pub(super) ad0: u64,
+    pub(super) iv0: u64,
+    pub(super) step: u64,
+    pub(super) tuple_len: usize,
+}
+
 /// A keyed `authenc(hmac(H),xts(aes))`.
 pub(super) struct Authenc {
     xts: Box<dyn SectorCipher>,
@@ -77,18 +88,16 @@ impl Authenc {
     }
 
     /// Encrypts `data` (whole sectors) in place; sector `i` has IV sector
-    /// `iv0 + i·step` and associated-data sector `ad0 + i·step`; writes each
+    /// `g.iv0 + i·g.step` and associated-data sector `g.ad0 + i·g.step`; writes each
     /// tag to the start of its tuple.
     pub(super) fn seal(
         &self,
         data: &mut [u8],
-        sector_size: usize,
-        ad0: u64,
-        iv0: u64,
-        step: u64,
+        g: &Geometry,
         tuples: &mut [u8],
-        tuple_len: usize,
     ) -> Result<(), Error> {
+        let (sector_size, ad0, iv0, step, tuple_len) =
+            (g.sector_size, g.ad0, g.iv0, g.step, g.tuple_len);
         self.xts.encrypt(data, sector_size, iv0, step)?;
         for (i, (ct, t)) in data
             .chunks_exact(sector_size)
@@ -106,13 +115,11 @@ impl Authenc {
     pub(super) fn open(
         &self,
         data: &mut [u8],
-        sector_size: usize,
-        ad0: u64,
-        iv0: u64,
-        step: u64,
+        g: &Geometry,
         tuples: &[u8],
-        tuple_len: usize,
     ) -> Result<Vec<usize>, Error> {
+        let (sector_size, ad0, iv0, step, tuple_len) =
+            (g.sector_size, g.ad0, g.iv0, g.step, g.tuple_len);
         let mut bad = Vec::new();
         let mut want = [0u8; 64];
         for (i, (ct, t)) in data

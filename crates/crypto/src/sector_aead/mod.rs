@@ -34,7 +34,7 @@ use zeroize::Zeroize;
 
 /// The engine behind a [`SectorAead`].
 enum Engine {
-    Authenc(authenc::Authenc),
+    Authenc(Box<authenc::Authenc>),
     Native(native::Native),
 }
 
@@ -72,7 +72,7 @@ impl SectorAead {
         }
         spec.check_key_bytes(key.len())?;
         let engine = match spec.mode() {
-            Mode::XtsHmac(h) => Engine::Authenc(authenc::Authenc::new(h, key)?),
+            Mode::XtsHmac(h) => Engine::Authenc(Box::new(authenc::Authenc::new(h, key)?)),
             m => Engine::Native(native::Native::new(m, key)?),
         };
         Ok(SectorAead {
@@ -135,7 +135,7 @@ impl SectorAead {
         );
         let tl = tb + ib;
         match &self.engine {
-            Engine::Authenc(a) => a.seal(data, ss, s0, s0, step, tuples, tl),
+            Engine::Authenc(a) => a.seal(data, &geometry(ss, s0, step, tl), tuples),
             Engine::Native(e) => {
                 let mut ivs = vec![0u8; n * ib];
                 fill_random(&mut ivs)?;
@@ -193,7 +193,7 @@ impl SectorAead {
         );
         let tl = tb + ib;
         match &self.engine {
-            Engine::Authenc(a) => a.open(data, ss, s0, s0, step, tuples, tl),
+            Engine::Authenc(a) => a.open(data, &geometry(ss, s0, step, tl), tuples),
             Engine::Native(e) => {
                 let mut bad = Vec::new();
                 let mut scratch = Vec::new();
@@ -261,6 +261,18 @@ impl Ad {
 
     fn get(&self) -> &[u8] {
         &self.buf[..self.len]
+    }
+}
+
+/// A LUKS2 batch: no `iv_large_sectors`, so the IV sector is the
+/// associated-data sector.
+fn geometry(sector_size: usize, s0: u64, step: u64, tuple_len: usize) -> authenc::Geometry {
+    authenc::Geometry {
+        sector_size,
+        ad0: s0,
+        iv0: s0,
+        step,
+        tuple_len,
     }
 }
 
