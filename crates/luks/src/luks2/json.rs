@@ -258,15 +258,88 @@ pub struct Segment {
     /// Encryption sector size, 512..4096 (crypt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sector_size: Option<u32>,
-    /// dm-integrity parameters (unsupported; kept).
+    /// dm-integrity layer of an authenticated segment (dm-crypt over
+    /// dm-integrity); `None` for plain encryption.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integrity: Option<Value>,
+    pub integrity: Option<SegmentIntegrity>,
     /// Segment flags (e.g. `backup-final` during reencryption).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<Vec<String>>,
     /// Unknown fields, kept.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// `segments.N.integrity`: the dm-integrity device under an authenticated
+/// crypt segment, in the field order cryptsetup writes (`type`,
+/// `journal_encryption`, `journal_integrity`, then `key_size` when the
+/// integrity key size was given explicitly, cryptsetup 2.8 and later).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SegmentIntegrity {
+    /// Tag algorithm as the kernel names it: `aead`, `poly1305`,
+    /// `hmac(sha256)`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// dm-integrity journal encryption; cryptsetup writes and activates only `"none"`.
+    pub journal_encryption: String,
+    /// dm-integrity journal MAC; cryptsetup writes and activates only `"none"`.
+    pub journal_integrity: String,
+    /// Bytes of the integrity (MAC) key at the end of the volume key, when
+    /// not the tag algorithm's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_size: Option<u32>,
+    /// Unknown fields, kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl SegmentIntegrity {
+    /// Parse the object at `path` (e.g. `segments.0.integrity`) with the
+    /// checks of cryptsetup `hdr_validate_crypt_segment`: an object whose
+    /// `type`, `journal_encryption` and `journal_integrity` are strings;
+    /// an optional `key_size` must be a 32-bit unsigned integer. Errors name
+    /// the field.
+    pub fn from_value(v: Value, path: &str) -> Result<SegmentIntegrity, Error> {
+        let Value::Object(mut m) = v else {
+            return Err(bad(format!("JSON metadata: {path} is not an object")));
+        };
+        let mut text = |name: &str| match m.remove(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(bad(format!(
+                "JSON metadata: {path}.{name} is not a string"
+            ))),
+            None => Err(bad(format!("JSON metadata: {path}.{name} is missing"))),
+        };
+        let kind = text("type")?;
+        let journal_encryption = text("journal_encryption")?;
+        let journal_integrity = text("journal_integrity")?;
+        let key_size = match m.remove("key_size") {
+            None => None,
+            Some(k) => Some(
+                k.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "JSON metadata: {path}.key_size {k} is not a 32-bit unsigned integer"
+                        ))
+                    })?,
+            ),
+        };
+        Ok(SegmentIntegrity {
+            kind,
+            journal_encryption,
+            journal_integrity,
+            key_size,
+            extra: m,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for SegmentIntegrity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        SegmentIntegrity::from_value(v, "integrity").map_err(serde::de::Error::custom)
+    }
 }
 
 /// A volume-key digest (type `pbkdf2`).
@@ -396,7 +469,18 @@ impl Metadata {
         let mut segments = BTreeMap::new();
         for (k, v) in section(&mut top, "segments")? {
             let n = id("segment", &k)?;
-            segments.insert(n, typed(v, &format!("segments.{k}"))?);
+            let path = format!("segments.{k}");
+            let Value::Object(mut m) = v else {
+                return Err(bad(format!("JSON metadata: {path} is not an object")));
+            };
+            // Parsed apart so that its errors name the exact field.
+            let integrity = m
+                .remove("integrity")
+                .map(|i| SegmentIntegrity::from_value(i, &format!("{path}.integrity")))
+                .transpose()?;
+            let mut seg: Segment = typed(Value::Object(m), &path)?;
+            seg.integrity = integrity;
+            segments.insert(n, seg);
         }
         let mut digests = BTreeMap::new();
         for (k, v) in section(&mut top, "digests")? {
