@@ -81,14 +81,9 @@ fn segments(s: &mut String, l: &Luks2) {
             s.push_str(&format!("\tsector: {ss} [bytes]\n"));
         }
         if let Some(i) = &seg.integrity {
+            // cryptsetup 2.8 and later also print `integrity.key_size`
+            // ("integrity key size: N [bits]"); 2.6 does not.
             s.push_str(&format!("\tintegrity: {}\n", i.kind));
-            // Printed by cryptsetup 2.8 and later, which write the field.
-            if let Some(k) = i.key_size {
-                s.push_str(&format!(
-                    "\tintegrity key size: {} [bits]\n",
-                    u64::from(k) * 8
-                ));
-            }
         }
         if let Some(f) = seg.flags.as_ref().filter(|f| !f.is_empty()) {
             s.push_str(&format!("\tflags : {}\n", f.join(", ")));

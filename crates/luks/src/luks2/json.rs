@@ -305,26 +305,23 @@ impl SegmentIntegrity {
         };
         let mut text = |name: &str| match m.remove(name) {
             Some(Value::String(s)) => Ok(s),
-            Some(_) => Err(bad(format!(
-                "JSON metadata: {path}.{name} is not a string"
-            ))),
+            Some(_) => Err(bad(format!("JSON metadata: {path}.{name} is not a string"))),
             None => Err(bad(format!("JSON metadata: {path}.{name} is missing"))),
         };
         let kind = text("type")?;
         let journal_encryption = text("journal_encryption")?;
         let journal_integrity = text("journal_integrity")?;
-        let key_size = match m.remove("key_size") {
-            None => None,
-            Some(k) => Some(
-                k.as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| {
+        let key_size =
+            match m.remove("key_size") {
+                None => None,
+                Some(k) => Some(k.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+                    || {
                         bad(format!(
                             "JSON metadata: {path}.key_size {k} is not a 32-bit unsigned integer"
                         ))
-                    })?,
-            ),
-        };
+                    },
+                )?),
+            };
         Ok(SegmentIntegrity {
             kind,
             journal_encryption,
@@ -539,6 +536,101 @@ mod tests {
             .replace(r#""sector_size":4096}"#, r#""sector_size":4096,"fancy":"yes"}"#);
         let m = Metadata::parse(text.as_bytes()).unwrap();
         assert_eq!(String::from_utf8(m.to_json().unwrap()).unwrap(), text);
+    }
+
+    /// The segment of `cryptsetup luksFormat --integrity hmac-sha256`, in the
+    /// field order of cryptsetup `json_segment_create_crypt`.
+    const AUTH_SEGMENT: &str = r#""segments":{"0":{"type":"crypt","offset":"16777216","size":"dynamic","iv_tweak":"0","encryption":"aes-xts-plain64","sector_size":4096,"integrity":{"type":"hmac(sha256)","journal_encryption":"none","journal_integrity":"none"}}}"#;
+
+    fn with_segment(seg: &str) -> String {
+        let start = CRYPTSETUP_JSON.find(r#""segments":"#).unwrap();
+        let end = CRYPTSETUP_JSON.find(r#","digests":"#).unwrap();
+        format!(
+            "{}{seg}{}",
+            &CRYPTSETUP_JSON[..start],
+            &CRYPTSETUP_JSON[end..]
+        )
+    }
+
+    #[test]
+    fn integrity_segment_round_trips_byte_for_byte() {
+        for seg in [
+            AUTH_SEGMENT.to_string(),
+            AUTH_SEGMENT
+                .replace("aes-xts-plain64", "aegis128-random")
+                .replace("hmac(sha256)", "aead"),
+            // cryptsetup 2.8 adds key_size after an explicit --integrity-key-size.
+            AUTH_SEGMENT.replace(r#""none"}"#, r#""none","key_size":32}"#),
+            // Unknown fields inside the object are kept in place.
+            AUTH_SEGMENT.replace(r#""none"}"#, r#""none","future":[1,"x"]}"#),
+        ] {
+            let text = with_segment(&seg);
+            let m = Metadata::parse(text.as_bytes()).unwrap();
+            assert!(m.segments[&0].integrity.is_some());
+            assert_eq!(String::from_utf8(m.to_json().unwrap()).unwrap(), text);
+        }
+        let m = Metadata::parse(with_segment(AUTH_SEGMENT).as_bytes()).unwrap();
+        let i = m.segments[&0].integrity.clone().unwrap();
+        assert_eq!(
+            (
+                i.kind.as_str(),
+                i.journal_encryption.as_str(),
+                i.journal_integrity.as_str(),
+                i.key_size
+            ),
+            ("hmac(sha256)", "none", "none", None)
+        );
+    }
+
+    #[test]
+    fn integrity_errors_name_the_field() {
+        for (from, to, expect) in [
+            (
+                r#""type":"hmac(sha256)","#,
+                "",
+                "segments.0.integrity.type is missing",
+            ),
+            (
+                r#""type":"hmac(sha256)""#,
+                r#""type":7"#,
+                "segments.0.integrity.type is not a string",
+            ),
+            (
+                r#","journal_integrity":"none""#,
+                "",
+                "segments.0.integrity.journal_integrity is missing",
+            ),
+            (
+                r#""journal_encryption":"none""#,
+                r#""journal_encryption":false"#,
+                "segments.0.integrity.journal_encryption is not a string",
+            ),
+            (
+                r#""none"}"#,
+                r#""none","key_size":-1}"#,
+                "segments.0.integrity.key_size -1",
+            ),
+            (
+                r#""none"}"#,
+                r#""none","key_size":4294967296}"#,
+                "segments.0.integrity.key_size 4294967296",
+            ),
+        ] {
+            let seg = AUTH_SEGMENT.replace(from, to);
+            assert_ne!(seg, AUTH_SEGMENT, "{from}");
+            let e = Metadata::parse(with_segment(&seg).as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expect), "expected '{expect}' in: {e}");
+        }
+        let seg = AUTH_SEGMENT.replace(
+            r#"{"type":"hmac(sha256)","journal_encryption":"none","journal_integrity":"none"}"#,
+            r#"["hmac(sha256)"]"#,
+        );
+        let e = Metadata::parse(with_segment(&seg).as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("segments.0.integrity is not an object"), "{e}");
     }
 
     #[test]

@@ -181,7 +181,10 @@ fn cipher_key_misfit(encryption: &str, integrity: &str, ck: usize) -> Option<Str
         ("aead" | "poly1305", _) => return None,
         (_, [.., "random"]) => {
             // Random IVs live in the tags; the key is the plain64 cipher's.
-            let plain = format!("{}-plain64", &encryption[..encryption.len() - "-random".len()]);
+            let plain = format!(
+                "{}-plain64",
+                &encryption[..encryption.len() - "-random".len()]
+            );
             return CipherSpec::parse(&plain)
                 .ok()
                 .and_then(|spec| crate::util::key_misfit(&spec, ck));
@@ -254,4 +257,115 @@ pub fn volume_key_bytes(m: &Metadata, seg: u32) -> Result<usize, Error> {
                 "no keyslot bound to segment {seg}: the volume key size is unknown"
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(enc: &str, int: &str, ks: Option<u32>, key: usize) -> Result<usize, String> {
+        auth_key_split(enc, int, ks, key, "segments.0").map_err(|f| match f {
+            AuthFault::Unsupported(w) => format!("unsupported: {w}"),
+            AuthFault::Misfit(w) => w,
+        })
+    }
+
+    /// Key layouts of cryptsetup `luksFormat --integrity`: the cipher key,
+    /// then the hmac key (cryptsetup `INTEGRITY_key_size`).
+    #[test]
+    fn key_splits_follow_cryptsetup() {
+        assert_eq!(split("aes-xts-plain64", "hmac(sha256)", None, 96), Ok(32));
+        assert_eq!(split("aes-xts-plain64", "hmac(sha256)", None, 64), Ok(32));
+        assert_eq!(split("aes-xts-random", "hmac(sha512)", None, 128), Ok(64));
+        assert_eq!(
+            split("aes-cbc-essiv:sha256", "hmac(sha1)", None, 52),
+            Ok(20)
+        );
+        assert_eq!(
+            split("aes-xts-plain64", "hmac(sha256)", Some(64), 128),
+            Ok(64)
+        );
+        assert_eq!(
+            split("aes-xts-plain64", "hmac(sha256)", Some(0), 96),
+            Ok(32)
+        );
+        assert_eq!(split("aegis128-random", "aead", None, 16), Ok(0));
+        assert_eq!(split("aegis256-random", "aead", None, 32), Ok(0));
+        assert_eq!(split("aes-gcm-random", "aead", None, 24), Ok(0));
+        assert_eq!(split("chacha20-random", "poly1305", None, 32), Ok(0));
+        // Ciphers whose key sizes we do not know are left to the engine.
+        assert_eq!(
+            split("serpent-xts-random", "hmac(sha256)", None, 96),
+            Ok(32)
+        );
+        assert_eq!(split("aes-ccm-random", "aead", None, 19), Ok(0));
+    }
+
+    #[test]
+    fn misfits_name_the_field() {
+        for (enc, int, ks, key, expect) in [
+            (
+                "aes-xts-plain64",
+                "hmac(sha256)",
+                None,
+                32,
+                "leaves no cipher key",
+            ),
+            (
+                "aes-xts-plain64",
+                "hmac(sha256)",
+                None,
+                48,
+                "cannot use a 16-byte cipher key",
+            ),
+            (
+                "aes-xts-random",
+                "hmac(sha256)",
+                None,
+                40,
+                "segments.0.encryption 'aes-xts-random'",
+            ),
+            (
+                "aes-xts-plain64",
+                "hmac(sha256)",
+                Some(8),
+                72,
+                "segments.0.integrity.key_size 8",
+            ),
+            (
+                "aegis128-random",
+                "aead",
+                Some(16),
+                32,
+                "segments.0.integrity.key_size 16",
+            ),
+            (
+                "aegis128-random",
+                "aead",
+                None,
+                32,
+                "cannot use a 32-byte cipher key",
+            ),
+            (
+                "chacha20-random",
+                "poly1305",
+                None,
+                16,
+                "cannot use a 16-byte",
+            ),
+            ("aes-xts-plain64", "aead", None, 64, "needs an AEAD cipher"),
+            (
+                "aes-xts-plain64",
+                "crc32c",
+                None,
+                64,
+                "unsupported: segments.0.integrity.type 'crc32c'",
+            ),
+            ("aes xts", "hmac(sha256)", None, 96, "not a cipher spec"),
+        ] {
+            let e = split(enc, int, ks, key).unwrap_err();
+            assert!(e.contains(expect), "expected '{expect}' in: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
 }

@@ -146,10 +146,13 @@ fn format_rejects_bad_options_without_writing() {
         (
             {
                 let mut o = opts(LuksVersion::V2, "aes-xts-plain64", 64, 512);
-                o.integrity = Some("hmac(sha256)".into());
+                o.auth = Some(cryptkeep_luks::AuthFormat {
+                    encryption: "aes-xts-plain64".into(),
+                    integrity: "hmac(sha256)".into(),
+                });
                 o
             },
-            "integrity",
+            "less the 32-byte hmac(sha256) key",
         ),
         (
             opts(LuksVersion::V2, "aes-xts-plain64", 32, 512),
