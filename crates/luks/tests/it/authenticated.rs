@@ -229,6 +229,9 @@ fn cryptsetup_gcm_aead() {
     cryptsetup_to_us("aes-gcm-random", 256, "aead", "aead", 0);
 }
 
+/// A change to the JSON metadata.
+type Edit = fn(&mut serde_json::Value);
+
 /// An authenticated header of ours as an image to damage.
 fn auth_image(dir: &TempDir) -> (std::path::PathBuf, Vec<u8>) {
     let img = sparse(&dir.join("img"), 20);
@@ -249,7 +252,7 @@ fn auth_image(dir: &TempDir) -> (std::path::PathBuf, Vec<u8>) {
 fn malformed_integrity_objects_are_refused() {
     let dir = TempDir::new("auth-bad");
     let (img, clean) = auth_image(&dir);
-    let cases: Vec<(&str, fn(&mut serde_json::Value))> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("segments.0.integrity.type is missing", |v| {
             v["segments"]["0"]["integrity"]
                 .as_object_mut()
@@ -301,7 +304,7 @@ fn malformed_integrity_objects_are_refused() {
 fn unusable_integrity_objects_are_refused_where_used() {
     let dir = TempDir::new("auth-unusable");
     let (img, clean) = auth_image(&dir);
-    let cases: Vec<(&str, fn(&mut serde_json::Value))> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("segments.0.integrity.journal_encryption 'aes'", |v| {
             v["segments"]["0"]["integrity"]["journal_encryption"] = "aes".into()
         }),
