@@ -147,12 +147,12 @@ fn format_rejects_bad_options_without_writing() {
             {
                 let mut o = opts(LuksVersion::V2, "aes-xts-plain64", 64, 512);
                 o.auth = Some(cryptkeep_luks::AuthFormat {
-                    encryption: "aes-xts-plain64".into(),
-                    integrity: "hmac(sha256)".into(),
+                    encryption: "aegis128-random".into(),
+                    integrity: "aead".into(),
                 });
                 o
             },
-            "less the 32-byte hmac(sha256) key",
+            "'aegis128-random' cannot use a 64-byte cipher key",
         ),
         (
             opts(LuksVersion::V2, "aes-xts-plain64", 32, 512),
