@@ -5,7 +5,7 @@ use cryptkeep_crypto::{Backend, Pbkdf, SecretBytes};
 
 use crate::error::Error;
 use crate::io::BlockIo;
-use crate::types::{FormatOptions, KeyslotInfo, LuksVersion, Segment};
+use crate::types::{AuthSegment, FormatOptions, KeyslotInfo, LuksVersion, Segment};
 use crate::{luks1, luks2};
 
 /// The result of [`Luks::load`].
@@ -66,7 +66,10 @@ impl Luks {
     }
 
     /// Write a new header (and keyslot 0 with `passphrase`) for `volume_key`.
-    /// Wipes the header and keyslot areas like cryptsetup; never touches data.
+    /// Wipes the header and keyslot areas like cryptsetup; never touches data
+    /// (for an authenticated volume, [`FormatOptions::auth`], the caller
+    /// formats the dm-integrity superblock at the data offset; cryptsetup
+    /// zeroes its first 4096 bytes first).
     pub fn format(
         io: &dyn BlockIo,
         opts: &FormatOptions,
@@ -75,9 +78,6 @@ impl Luks {
         slot_kdf: &Pbkdf,
         backend: Backend,
     ) -> Result<Luks, Error> {
-        if opts.integrity.is_some() {
-            return Err(Error::Unsupported("formatting with integrity".into()));
-        }
         if volume_key.len() != opts.key_bytes {
             return Err(Error::InvalidArgument(format!(
                 "volume key is {} bytes but key_bytes is {}",
@@ -91,7 +91,27 @@ impl Luks {
                 volume_key.len()
             )));
         }
-        opts.cipher.check_key_size(opts.key_bytes)?;
+        match &opts.auth {
+            None => opts.cipher.check_key_size(opts.key_bytes)?,
+            Some(_) if opts.version == LuksVersion::V1 => {
+                return Err(Error::InvalidArgument(
+                    "authenticated encryption (integrity) needs LUKS2".into(),
+                ))
+            }
+            Some(a) => {
+                luks2::segment::auth_key_split(
+                    &a.encryption,
+                    &a.integrity,
+                    None,
+                    opts.key_bytes,
+                    "segment",
+                )
+                .map_err(|f| match f {
+                    luks2::segment::AuthFault::Unsupported(w)
+                    | luks2::segment::AuthFault::Misfit(w) => Error::InvalidArgument(w),
+                })?;
+            }
+        }
         let inner = match opts.version {
             LuksVersion::V1 => Inner::V1(Box::new(luks1::Luks1::format(
                 io, opts, volume_key, passphrase, slot_kdf, backend,
@@ -128,12 +148,39 @@ impl Luks {
     }
 
     /// The single crypt segment; fails with [`Error::UnmetRequirement`] on any
-    /// LUKS2 mandatory requirement and [`Error::Unsupported`] on integrity or
-    /// multi-segment (reencryption) headers.
+    /// LUKS2 mandatory requirement and [`Error::Unsupported`] on
+    /// multi-segment (reencryption) headers and on authenticated volumes
+    /// (check [`Luks::is_authenticated`] first and use
+    /// [`Luks::authenticated_segment`] for those).
     pub fn segment(&self) -> Result<Segment, Error> {
         match &self.inner {
             Inner::V1(l) => l.segment(),
             Inner::V2(l) => l.segment(),
+        }
+    }
+
+    /// Whether this is a LUKS2 volume with authenticated encryption (its
+    /// segment has an `integrity` object); no checks beyond that.
+    pub fn is_authenticated(&self) -> bool {
+        match &self.inner {
+            Inner::V1(_) => false,
+            Inner::V2(l) => l.is_authenticated(),
+        }
+    }
+
+    /// The data segment of an authenticated volume (dm-crypt over
+    /// dm-integrity), with its algorithms and key sizes checked. Fails with
+    /// [`Error::InvalidArgument`] for a volume that is not authenticated,
+    /// [`Error::Unsupported`] for an unknown tag algorithm or a journal
+    /// encryption or MAC other than `none`, [`Error::BadHeader`] for key
+    /// sizes that do not fit, and like [`Luks::segment`] on requirements and
+    /// multiple segments.
+    pub fn authenticated_segment(&self) -> Result<AuthSegment, Error> {
+        match &self.inner {
+            Inner::V1(_) => Err(Error::InvalidArgument(
+                "a LUKS1 volume is never authenticated".into(),
+            )),
+            Inner::V2(l) => l.auth_segment(),
         }
     }
 

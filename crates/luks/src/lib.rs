@@ -10,7 +10,8 @@
 //!
 //! This crate only reads and writes metadata and key material; the data
 //! path (sector encryption of the payload) belongs to the volume engine,
-//! which takes a [`Segment`] and the volume key from [`Luks::unlock`].
+//! which takes a [`Segment`] (or, for authenticated encryption, an
+//! [`AuthSegment`]) and the volume key from [`Luks::unlock`].
 //!
 //! Map: [`io`] (BlockIo, MemIo) · [`error`] · [`backup`] (header backup
 //! and restore, streamed) · [`area`] (key-material areas,
@@ -33,6 +34,6 @@ mod util;
 pub use error::Error;
 pub use facade::{Loaded, Luks};
 pub use io::{BlockIo, MemIo};
-pub use types::{FormatOptions, KeyslotInfo, LuksVersion, Segment};
+pub use types::{AuthFormat, AuthSegment, FormatOptions, KeyslotInfo, LuksVersion, Segment};
 
 pub(crate) use types::default_digest_iterations;

@@ -32,6 +32,50 @@ pub struct Segment {
     pub sector_size: u32,
 }
 
+/// The data segment of a LUKS2 volume with authenticated encryption
+/// (dm-crypt over dm-integrity, `cryptsetup luksFormat --integrity`). The
+/// cipher and tag algorithm stay header strings: the volume engine maps them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthSegment {
+    /// Byte offset of the segment on the data device: where the dm-integrity
+    /// superblock lies.
+    pub offset: u64,
+    /// Length in bytes; `None` = dynamic: to the end of the device.
+    pub size: Option<u64>,
+    /// Encryption sector size (512..4096).
+    pub sector_size: u32,
+    /// Added to every IV sector number (dm-crypt `iv_offset`), in 512-byte units.
+    pub iv_tweak: u64,
+    /// dm-crypt cipher spec, e.g. `aes-xts-plain64`, `aes-xts-random`,
+    /// `aes-gcm-random`, `aegis128-random`, `chacha20-random`.
+    pub encryption: String,
+    /// Tag algorithm, e.g. `hmac(sha256)`, `aead`, `poly1305`.
+    pub integrity: String,
+    /// dm-integrity journal encryption (always `none`: nothing else is accepted).
+    pub journal_encryption: String,
+    /// dm-integrity journal MAC (always `none`: nothing else is accepted).
+    pub journal_integrity: String,
+    /// Volume key size in bytes, from a keyslot bound to the segment: the
+    /// cipher key followed by the integrity key.
+    pub key_bytes: usize,
+    /// Bytes at the end of the volume key that key the tag MAC (`hmac(…)`:
+    /// the segment's `integrity.key_size`, else the hash length); 0 for
+    /// `aead` and `poly1305`, whose tags come from the cipher key.
+    pub integrity_key_bytes: usize,
+}
+
+/// What [`FormatOptions::auth`] asks for: an authenticated LUKS2 segment,
+/// given as the strings the header stores (checked for known algorithms and
+/// key sizes, not for kernel support).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthFormat {
+    /// Segment cipher spec, e.g. `aes-xts-plain64`, `aes-gcm-random`, `aegis128-random`.
+    pub encryption: String,
+    /// Tag algorithm as the header names it: `hmac(sha256)` (cryptsetup
+    /// `--integrity hmac-sha256`), `hmac(sha1)`, `hmac(sha512)`, `aead`, `poly1305`.
+    pub integrity: String,
+}
+
 /// State of one keyslot.
 #[derive(Clone, Debug)]
 pub struct KeyslotInfo {
@@ -50,9 +94,12 @@ pub struct KeyslotInfo {
 pub struct FormatOptions {
     /// LUKS1 or LUKS2.
     pub version: LuksVersion,
-    /// Data cipher (also encrypts LUKS1 key material).
+    /// Data cipher (also encrypts LUKS1 key material); not used when
+    /// [`FormatOptions::auth`] is set.
     pub cipher: CipherSpec,
-    /// Volume key length in bytes (64 for aes-xts-plain64 with AES-256).
+    /// Volume key length in bytes (64 for aes-xts-plain64 with AES-256; with
+    /// [`FormatOptions::auth`] the cipher key plus the integrity key, e.g.
+    /// 96 for aes-xts-plain64 with hmac(sha256)).
     pub key_bytes: usize,
     /// Encryption sector size (LUKS1: 512 only; LUKS2: 512..4096).
     pub sector_size: u32,
@@ -75,8 +122,12 @@ pub struct FormatOptions {
     /// LUKS2 keyslots area size (cryptsetup `--luks2-keyslots-size`); default
     /// fills the space up to the data offset (16 MiB − 2 × hdr_size).
     pub luks2_keyslots_size: Option<u64>,
-    /// Reserved for authenticated encryption; must be `None`.
-    pub integrity: Option<String>,
+    /// LUKS2 only: an authenticated segment (dm-crypt over dm-integrity)
+    /// with this cipher and tag algorithm instead of [`FormatOptions::cipher`].
+    /// Keyslots then use aes-xts-plain64 with a 512-bit key, like cryptsetup.
+    /// Only the header is written: the dm-integrity superblock at the data
+    /// offset is the caller's to format.
+    pub auth: Option<AuthFormat>,
     /// Volume-key digest iterations; `None` benchmarks like cryptsetup:
     /// max(1000, PBKDF2 iterations per second × 125 / 1000).
     pub digest_iterations: Option<u32>,
@@ -97,7 +148,7 @@ impl Default for FormatOptions {
             detached_header: false,
             luks2_metadata_size: None,
             luks2_keyslots_size: None,
-            integrity: None,
+            auth: None,
             digest_iterations: None,
         }
     }

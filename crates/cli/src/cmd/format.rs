@@ -329,7 +329,7 @@ fn format_inner(
         uuid: a.uuid.clone(),
         data_offset,
         detached_header: a.header.is_some(),
-        integrity: None,
+        auth: None,
         // Like cryptsetup: a forced KDF cost (no benchmark) also gives the
         // digest the minimum 1000 iterations instead of a 125 ms benchmark.
         digest_iterations: a.kdf.force_iterations.map(|_| 1000),

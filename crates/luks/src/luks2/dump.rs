@@ -81,9 +81,9 @@ fn segments(s: &mut String, l: &Luks2) {
             s.push_str(&format!("\tsector: {ss} [bytes]\n"));
         }
         if let Some(i) = &seg.integrity {
-            if let Some(t) = i.get("type").and_then(Value::as_str) {
-                s.push_str(&format!("\tintegrity: {t}\n"));
-            }
+            // cryptsetup 2.8 and later also print `integrity.key_size`
+            // ("integrity key size: N [bits]"); 2.6 does not.
+            s.push_str(&format!("\tintegrity: {}\n", i.kind));
         }
         if let Some(f) = seg.flags.as_ref().filter(|f| !f.is_empty()) {
             s.push_str(&format!("\tflags : {}\n", f.join(", ")));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use cryptkeep_crypto::{Backend, Pbkdf};
 
 use super::binary_header::BIN_LEN;
-use super::json::{Config, Metadata, Segment, SegmentSize, U64Str};
+use super::json::{Config, Metadata, Segment, SegmentIntegrity, SegmentSize, U64Str};
 use super::validate::MAX_KEYSLOTS_SIZE;
 use super::Luks2;
 use crate::area;
@@ -130,14 +130,30 @@ pub fn format(
     salt2.copy_from_slice(&random_bytes(64)?);
     let iterations = crate::default_digest_iterations(opts, opts.hash, volume_key.len())?;
     let digest = super::digest::create(volume_key, opts.hash, iterations)?;
+    // cryptsetup `json_segment_create_crypt`: an authenticated segment
+    // carries its own cipher string and an integrity object whose journal
+    // is neither encrypted nor authenticated.
+    let (encryption, integrity) = match &opts.auth {
+        None => (opts.cipher.to_string(), None),
+        Some(a) => (
+            a.encryption.clone(),
+            Some(SegmentIntegrity {
+                kind: a.integrity.clone(),
+                journal_encryption: "none".into(),
+                journal_integrity: "none".into(),
+                key_size: None,
+                extra: Default::default(),
+            }),
+        ),
+    };
     let segment = Segment {
         kind: "crypt".into(),
         offset: U64Str(data_offset),
         size: SegmentSize::Dynamic,
         iv_tweak: Some(U64Str(0)),
-        encryption: Some(opts.cipher.to_string()),
+        encryption: Some(encryption),
         sector_size: Some(ss),
-        integrity: None,
+        integrity,
         flags: None,
         extra: Default::default(),
     };

@@ -258,15 +258,85 @@ pub struct Segment {
     /// Encryption sector size, 512..4096 (crypt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sector_size: Option<u32>,
-    /// dm-integrity parameters (unsupported; kept).
+    /// dm-integrity layer of an authenticated segment (dm-crypt over
+    /// dm-integrity); `None` for plain encryption.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integrity: Option<Value>,
+    pub integrity: Option<SegmentIntegrity>,
     /// Segment flags (e.g. `backup-final` during reencryption).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<Vec<String>>,
     /// Unknown fields, kept.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// `segments.N.integrity`: the dm-integrity device under an authenticated
+/// crypt segment, in the field order cryptsetup writes (`type`,
+/// `journal_encryption`, `journal_integrity`, then `key_size` when the
+/// integrity key size was given explicitly, cryptsetup 2.8 and later).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SegmentIntegrity {
+    /// Tag algorithm as the kernel names it: `aead`, `poly1305`,
+    /// `hmac(sha256)`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// dm-integrity journal encryption; cryptsetup writes and activates only `"none"`.
+    pub journal_encryption: String,
+    /// dm-integrity journal MAC; cryptsetup writes and activates only `"none"`.
+    pub journal_integrity: String,
+    /// Bytes of the integrity (MAC) key at the end of the volume key, when
+    /// not the tag algorithm's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_size: Option<u32>,
+    /// Unknown fields, kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl SegmentIntegrity {
+    /// Parse the object at `path` (e.g. `segments.0.integrity`) with the
+    /// checks of cryptsetup `hdr_validate_crypt_segment`: an object whose
+    /// `type`, `journal_encryption` and `journal_integrity` are strings;
+    /// an optional `key_size` must be a 32-bit unsigned integer. Errors name
+    /// the field.
+    pub fn from_value(v: Value, path: &str) -> Result<SegmentIntegrity, Error> {
+        let Value::Object(mut m) = v else {
+            return Err(bad(format!("JSON metadata: {path} is not an object")));
+        };
+        let mut text = |name: &str| match m.remove(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(bad(format!("JSON metadata: {path}.{name} is not a string"))),
+            None => Err(bad(format!("JSON metadata: {path}.{name} is missing"))),
+        };
+        let kind = text("type")?;
+        let journal_encryption = text("journal_encryption")?;
+        let journal_integrity = text("journal_integrity")?;
+        let key_size =
+            match m.remove("key_size") {
+                None => None,
+                Some(k) => Some(k.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+                    || {
+                        bad(format!(
+                            "JSON metadata: {path}.key_size {k} is not a 32-bit unsigned integer"
+                        ))
+                    },
+                )?),
+            };
+        Ok(SegmentIntegrity {
+            kind,
+            journal_encryption,
+            journal_integrity,
+            key_size,
+            extra: m,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for SegmentIntegrity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        SegmentIntegrity::from_value(v, "integrity").map_err(serde::de::Error::custom)
+    }
 }
 
 /// A volume-key digest (type `pbkdf2`).
@@ -396,7 +466,18 @@ impl Metadata {
         let mut segments = BTreeMap::new();
         for (k, v) in section(&mut top, "segments")? {
             let n = id("segment", &k)?;
-            segments.insert(n, typed(v, &format!("segments.{k}"))?);
+            let path = format!("segments.{k}");
+            let Value::Object(mut m) = v else {
+                return Err(bad(format!("JSON metadata: {path} is not an object")));
+            };
+            // Parsed apart so that its errors name the exact field.
+            let integrity = m
+                .remove("integrity")
+                .map(|i| SegmentIntegrity::from_value(i, &format!("{path}.integrity")))
+                .transpose()?;
+            let mut seg: Segment = typed(Value::Object(m), &path)?;
+            seg.integrity = integrity;
+            segments.insert(n, seg);
         }
         let mut digests = BTreeMap::new();
         for (k, v) in section(&mut top, "digests")? {
@@ -455,6 +536,101 @@ mod tests {
             .replace(r#""sector_size":4096}"#, r#""sector_size":4096,"fancy":"yes"}"#);
         let m = Metadata::parse(text.as_bytes()).unwrap();
         assert_eq!(String::from_utf8(m.to_json().unwrap()).unwrap(), text);
+    }
+
+    /// The segment of `cryptsetup luksFormat --integrity hmac-sha256`, in the
+    /// field order of cryptsetup `json_segment_create_crypt`.
+    const AUTH_SEGMENT: &str = r#""segments":{"0":{"type":"crypt","offset":"16777216","size":"dynamic","iv_tweak":"0","encryption":"aes-xts-plain64","sector_size":4096,"integrity":{"type":"hmac(sha256)","journal_encryption":"none","journal_integrity":"none"}}}"#;
+
+    fn with_segment(seg: &str) -> String {
+        let start = CRYPTSETUP_JSON.find(r#""segments":"#).unwrap();
+        let end = CRYPTSETUP_JSON.find(r#","digests":"#).unwrap();
+        format!(
+            "{}{seg}{}",
+            &CRYPTSETUP_JSON[..start],
+            &CRYPTSETUP_JSON[end..]
+        )
+    }
+
+    #[test]
+    fn integrity_segment_round_trips_byte_for_byte() {
+        for seg in [
+            AUTH_SEGMENT.to_string(),
+            AUTH_SEGMENT
+                .replace("aes-xts-plain64", "aegis128-random")
+                .replace("hmac(sha256)", "aead"),
+            // cryptsetup 2.8 adds key_size after an explicit --integrity-key-size.
+            AUTH_SEGMENT.replace(r#""none"}"#, r#""none","key_size":32}"#),
+            // Unknown fields inside the object are kept in place.
+            AUTH_SEGMENT.replace(r#""none"}"#, r#""none","future":[1,"x"]}"#),
+        ] {
+            let text = with_segment(&seg);
+            let m = Metadata::parse(text.as_bytes()).unwrap();
+            assert!(m.segments[&0].integrity.is_some());
+            assert_eq!(String::from_utf8(m.to_json().unwrap()).unwrap(), text);
+        }
+        let m = Metadata::parse(with_segment(AUTH_SEGMENT).as_bytes()).unwrap();
+        let i = m.segments[&0].integrity.clone().unwrap();
+        assert_eq!(
+            (
+                i.kind.as_str(),
+                i.journal_encryption.as_str(),
+                i.journal_integrity.as_str(),
+                i.key_size
+            ),
+            ("hmac(sha256)", "none", "none", None)
+        );
+    }
+
+    #[test]
+    fn integrity_errors_name_the_field() {
+        for (from, to, expect) in [
+            (
+                r#""type":"hmac(sha256)","#,
+                "",
+                "segments.0.integrity.type is missing",
+            ),
+            (
+                r#""type":"hmac(sha256)""#,
+                r#""type":7"#,
+                "segments.0.integrity.type is not a string",
+            ),
+            (
+                r#","journal_integrity":"none""#,
+                "",
+                "segments.0.integrity.journal_integrity is missing",
+            ),
+            (
+                r#""journal_encryption":"none""#,
+                r#""journal_encryption":false"#,
+                "segments.0.integrity.journal_encryption is not a string",
+            ),
+            (
+                r#""none"}"#,
+                r#""none","key_size":-1}"#,
+                "segments.0.integrity.key_size -1",
+            ),
+            (
+                r#""none"}"#,
+                r#""none","key_size":4294967296}"#,
+                "segments.0.integrity.key_size 4294967296",
+            ),
+        ] {
+            let seg = AUTH_SEGMENT.replace(from, to);
+            assert_ne!(seg, AUTH_SEGMENT, "{from}");
+            let e = Metadata::parse(with_segment(&seg).as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expect), "expected '{expect}' in: {e}");
+        }
+        let seg = AUTH_SEGMENT.replace(
+            r#"{"type":"hmac(sha256)","journal_encryption":"none","journal_integrity":"none"}"#,
+            r#"["hmac(sha256)"]"#,
+        );
+        let e = Metadata::parse(with_segment(&seg).as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("segments.0.integrity is not an object"), "{e}");
     }
 
     #[test]

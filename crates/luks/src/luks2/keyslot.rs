@@ -12,8 +12,9 @@ use crate::error::{bad, Error};
 use crate::io::BlockIo;
 use crate::util::{random_bytes, round_up};
 
-/// Keyslot cipher when the segment cipher cannot encrypt key material
-/// (no IV or ECB): cryptsetup `DEFAULT_LUKS2_KEYSLOT_CIPHER`, 512-bit key.
+/// Keyslot cipher when the segment cipher cannot encrypt key material (no
+/// IV, ECB, or an authenticated segment): cryptsetup
+/// `DEFAULT_LUKS2_KEYSLOT_CIPHER`, 512-bit key.
 pub const FALLBACK_CIPHER: &str = "aes-xts-plain64";
 /// Key bytes of [`FALLBACK_CIPHER`].
 pub const FALLBACK_KEY_BYTES: u32 = 64;
@@ -110,11 +111,16 @@ pub fn open(
 }
 
 /// Keyslot encryption for a segment cipher: the segment's own cipher and key
-/// size, unless it has no IV or is ECB (cryptsetup
+/// size, unless it has no IV, is ECB or the segment is authenticated (has
+/// integrity tags, which keyslot areas cannot hold) (cryptsetup
 /// `LUKS2_keyslot_cipher_incompatible`).
-pub fn area_cipher(segment_cipher: &str, key_bytes: u32) -> (String, u32) {
+pub fn area_cipher(segment_cipher: &str, key_bytes: u32, authenticated: bool) -> (String, u32) {
     match CipherSpec::parse(segment_cipher) {
-        Ok(s) if !matches!(s.mode, ChainMode::Ecb) && !matches!(s.iv, IvMode::Null) => {
+        Ok(s)
+            if !authenticated
+                && !matches!(s.mode, ChainMode::Ecb)
+                && !matches!(s.iv, IvMode::Null) =>
+        {
             (segment_cipher.to_string(), key_bytes)
         }
         _ => (FALLBACK_CIPHER.into(), FALLBACK_KEY_BYTES),
@@ -163,6 +169,8 @@ pub struct NewKeyslot<'a> {
     pub af_hash: HashAlg,
     /// Segment cipher (the area cipher is derived from it).
     pub segment_cipher: &'a str,
+    /// Whether the segment is authenticated (the area then uses [`FALLBACK_CIPHER`]).
+    pub authenticated: bool,
     /// Area `(offset, size)`.
     pub area: (u64, u64),
 }
@@ -172,7 +180,7 @@ pub struct NewKeyslot<'a> {
 pub fn prepare(n: &NewKeyslot<'_>, backend: Backend) -> Result<(Luks2Keyslot, SecretBytes), Error> {
     let key_bytes = u32::try_from(n.volume_key.len())
         .map_err(|_| Error::InvalidArgument("volume key too long".into()))?;
-    let (encryption, area_key) = area_cipher(n.segment_cipher, key_bytes);
+    let (encryption, area_key) = area_cipher(n.segment_cipher, key_bytes, n.authenticated);
     let spec = CipherSpec::parse(&encryption)
         .map_err(|e| Error::Unsupported(format!("keyslot cipher '{encryption}': {e}")))?;
     check_new_kdf(n.kdf)?;

@@ -207,9 +207,19 @@ impl Luks2 {
         }
     }
 
-    /// The data segment.
+    /// The data segment; refused for an authenticated volume.
     pub fn segment(&self) -> Result<crate::Segment, Error> {
         segment::default_segment(&self.meta)
+    }
+
+    /// The authenticated data segment (dm-crypt over dm-integrity).
+    pub fn auth_segment(&self) -> Result<crate::AuthSegment, Error> {
+        segment::auth_segment(&self.meta)
+    }
+
+    /// Whether the data segment is authenticated (has an `integrity` object).
+    pub fn is_authenticated(&self) -> bool {
+        segment::is_authenticated(&self.meta)
     }
 
     /// Offset of segment 0 in bytes.
@@ -316,11 +326,15 @@ impl Luks2 {
                 v
             }
         };
+        // An authenticated segment's volume key also holds its integrity
+        // key and its keyslots use the fallback cipher: neither key size
+        // check applies.
         let seg_name = self
             .meta
             .segments
             .values()
             .next()
+            .filter(|s| s.integrity.is_none())
             .and_then(|s| s.encryption.clone());
         let seg_cipher = seg_name
             .as_deref()
@@ -413,7 +427,20 @@ impl Luks2 {
             .encryption
             .clone()
             .ok_or_else(|| bad(format!("segments.{sid} has no encryption")))?;
-        if let Ok(spec) = cryptkeep_crypto::CipherSpec::parse(&seg_cipher) {
+        let authenticated = seg.integrity.is_some();
+        if let Some(i) = &seg.integrity {
+            segment::auth_key_split(
+                &seg_cipher,
+                &i.kind,
+                i.key_size,
+                volume_key.len(),
+                &format!("segments.{sid}"),
+            )
+            .map_err(|f| match f {
+                segment::AuthFault::Unsupported(w) => Error::Unsupported(w),
+                segment::AuthFault::Misfit(w) => bad(w),
+            })?;
+        } else if let Ok(spec) = cryptkeep_crypto::CipherSpec::parse(&seg_cipher) {
             if let Some(why) = crate::util::key_misfit(&spec, volume_key.len()) {
                 return Err(bad(format!(
                     "segments.{sid}.encryption cannot use this volume's {}-byte key: {why}",
@@ -429,6 +456,7 @@ impl Luks2 {
             kdf,
             af_hash,
             segment_cipher: &seg_cipher,
+            authenticated,
             area,
         };
         let (ks, material) = keyslot::prepare(&new, backend)?;

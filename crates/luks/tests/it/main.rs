@@ -1,6 +1,7 @@
 //! The integration tests of cryptkeep-luks, one module per topic, in one
 //! test binary.
 
+mod authenticated;
 mod common;
 mod cryptsetup_features;
 mod cryptsetup_to_us;

@@ -11,7 +11,7 @@ use serde_json::Value;
 const HDR: usize = 16384;
 
 /// Rewrite the JSON of both LUKS2 copies with `f` and fix their checksums.
-fn edit_json(img: &mut [u8], f: &dyn Fn(&mut Value)) {
+pub fn edit_json(img: &mut [u8], f: &dyn Fn(&mut Value)) {
     for base in [0, HDR] {
         let area = &img[base + 4096..base + HDR];
         let end = area.iter().position(|&b| b == 0).unwrap();

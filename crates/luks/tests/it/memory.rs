@@ -146,10 +146,13 @@ fn format_rejects_bad_options_without_writing() {
         (
             {
                 let mut o = opts(LuksVersion::V2, "aes-xts-plain64", 64, 512);
-                o.integrity = Some("hmac(sha256)".into());
+                o.auth = Some(cryptkeep_luks::AuthFormat {
+                    encryption: "aegis128-random".into(),
+                    integrity: "aead".into(),
+                });
                 o
             },
-            "integrity",
+            "'aegis128-random' cannot use a 64-byte cipher key",
         ),
         (
             opts(LuksVersion::V2, "aes-xts-plain64", 32, 512),
