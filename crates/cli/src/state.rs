@@ -38,6 +38,10 @@ pub struct State {
     pub kind: String,
     /// The dm-crypt cipher spec, e.g. "aes-xts-plain64".
     pub cipher: String,
+    /// The tag algorithm of an authenticated volume ("hmac(sha256)",
+    /// "aead", ...), as `cryptsetup status` shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<String>,
     /// Volume key size in bits.
     pub key_size: u32,
     /// Encryption sector size in bytes.
@@ -123,6 +127,15 @@ impl State {
             );
             if let Some(k) = &self.keep {
                 m.insert("keep_alive".into(), serde_json::Value::Bool(k.alive()));
+            }
+            if let Some(c) = load_integrity_counts(&self.name) {
+                m.insert("integrity_failures".into(), c.failures.into());
+                m.insert(
+                    "integrity_last_failure".into(),
+                    c.last_failure
+                        .map(serde_json::Value::from)
+                        .unwrap_or(serde_json::Value::Null),
+                );
             }
         }
         v
@@ -221,6 +234,52 @@ fn state_path(name: &str) -> PathBuf {
     name_dir(name).join("state.json")
 }
 
+fn integrity_path(name: &str) -> PathBuf {
+    name_dir(name).join("integrity.json")
+}
+
+/// Sectors of an authenticated volume that failed authentication since
+/// it was opened, as its daemon records them for `status`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IntegrityCounts {
+    /// Sectors that failed.
+    pub failures: u64,
+    /// The last sector that failed, in sector-size units of the data.
+    pub last_failure: Option<u64>,
+}
+
+/// Records NAME's authentication failures (atomically, like [`save`]).
+pub fn save_integrity_counts(name: &str, c: &IntegrityCounts) -> CliResult<()> {
+    write_atomic(
+        &integrity_path(name),
+        &serde_json::to_vec(c).unwrap_or_default(),
+        "the integrity counters",
+    )
+}
+
+/// NAME's authentication failures; `None` for a volume without
+/// authentication (or an unreadable record).
+pub fn load_integrity_counts(name: &str) -> Option<IntegrityCounts> {
+    match rundir::read(&integrity_path(name)) {
+        Ok(Some(b)) => serde_json::from_slice(&b).ok(),
+        _ => None,
+    }
+}
+
+/// Writes `body` to `p` atomically: a new 0600 temporary file, then rename.
+fn write_atomic(p: &Path, body: &[u8], what: &str) -> CliResult<()> {
+    use std::io::Write;
+    let tmp = p.with_extension(format!("json.{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    rundir::create_new(&tmp)
+        .and_then(|mut f| f.write_all(body))
+        .and_then(|_| fs::rename(&tmp, p))
+        .map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            CliError::io(format!("cannot write {what}"), p.display().to_string(), &e)
+        })
+}
+
 /// Creates NAME's directory (0700).
 pub fn make_name_dir(name: &str) -> CliResult<()> {
     let d = name_dir(name);
@@ -284,18 +343,8 @@ pub fn load(name: &str) -> CliResult<Option<State>> {
 /// Writes the state of NAME atomically (a new 0600 temporary file, then
 /// rename).
 pub fn save(st: &State) -> CliResult<()> {
-    use std::io::Write;
-    let p = state_path(&st.name);
-    let tmp = p.with_extension(format!("json.{}", std::process::id()));
     let body = serde_json::to_vec_pretty(st).unwrap_or_default();
-    let _ = fs::remove_file(&tmp);
-    rundir::create_new(&tmp)
-        .and_then(|mut f| f.write_all(&body))
-        .and_then(|_| fs::rename(&tmp, &p))
-        .map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            CliError::io("cannot write the state record", p.display().to_string(), &e)
-        })
+    write_atomic(&state_path(&st.name), &body, "the state record")
 }
 
 /// All recorded NAMEs with their state, sorted by name.

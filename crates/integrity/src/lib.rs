@@ -28,7 +28,7 @@ pub use error::Error;
 pub use format::{encode_superblock, format, format_external, Fill, FormatOptions};
 pub use geometry::{Geometry, DEFAULT_BUFFER_SECTORS};
 pub use hash::TagHash;
-pub use probe::read_superblock;
+pub use probe::{read_superblock, read_superblock_at};
 pub use superblock::{Superblock, SB_FLAGS, SB_SECTORS};
 
 /// Bytes in the kernel's sector unit.

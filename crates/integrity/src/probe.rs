@@ -22,11 +22,6 @@ pub(crate) fn open_device(path: &Path, write: bool) -> Result<(File, u64), Error
     Ok((file, size))
 }
 
-/// Reads and parses the superblock of an open device.
-pub(crate) fn superblock_of(file: &File) -> Result<Superblock, Error> {
-    superblock_at(file, 0)
-}
-
 /// Reads and parses the superblock at byte `start` of an open device.
 pub(crate) fn superblock_at(file: &File, start: u64) -> Result<Superblock, Error> {
     let mut b = vec![0u8; (SB_SECTORS * 512) as usize];
@@ -40,8 +35,13 @@ pub(crate) fn superblock_at(file: &File, start: u64) -> Result<Superblock, Error
 
 /// Reads the superblock of the device at `path` (for `dump`).
 pub fn read_superblock(path: &Path) -> Result<Superblock, Error> {
+    read_superblock_at(path, 0)
+}
+
+/// Reads the superblock at byte `start` of `path` (a LUKS2 data segment).
+pub fn read_superblock_at(path: &Path, start: u64) -> Result<Superblock, Error> {
     let (file, _) = open_device(path, false)?;
-    superblock_of(&file)
+    superblock_at(&file, start)
 }
 
 /// The size in bytes of an image file or a block device.

@@ -26,7 +26,12 @@ pub struct AuthVolume {
     /// Writes of partial sectors read, merge and write holding this
     /// exclusively; whole-sector writes hold it shared.
     merge: RwLock<()>,
+    /// Told (failures so far, the failing sector) at each failure.
+    on_failure: Option<FailureHook>,
 }
+
+/// Hears (sectors failed so far, the sector that failed now).
+pub type FailureHook = Box<dyn Fn(u64, u64) + Send + Sync>;
 
 fn integrity_err(e: IntegrityError) -> Error {
     match e {
@@ -60,7 +65,15 @@ impl AuthVolume {
             crypt,
             mismatches: AtomicU64::new(0),
             merge: RwLock::new(()),
+            on_failure: None,
         })
+    }
+
+    /// Calls `hook` with (sectors failed so far, the failing sector) each
+    /// time a read fails authentication (for `status`).
+    pub fn with_failure_hook(mut self, hook: FailureHook) -> AuthVolume {
+        self.on_failure = Some(hook);
+        self
     }
 
     /// Size of the decrypted data in bytes.
@@ -108,9 +121,14 @@ impl AuthVolume {
             }
             let failed = self.crypt.open(first, part, tu)?;
             if let Some(&i) = failed.first() {
-                self.mismatches
-                    .fetch_add(failed.len() as u64, Ordering::Relaxed);
+                let total = self
+                    .mismatches
+                    .fetch_add(failed.len() as u64, Ordering::Relaxed)
+                    + failed.len() as u64;
                 let at = first + i as u64;
+                if let Some(hook) = &self.on_failure {
+                    hook(total, at);
+                }
                 // As dm-crypt logs "INTEGRITY AEAD ERROR, sector N".
                 eprintln!(
                     "cryptkeep: authentication failed for {} sector(s), first at sector {at} (512-byte sector {})",

@@ -7,10 +7,12 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
+use cryptkeep_crypto::sector_aead::AuthSpec;
 use cryptkeep_crypto::{CipherSpec, HashAlg, SecretBytes};
-use cryptkeep_luks::{FormatOptions, Luks, LuksVersion};
+use cryptkeep_luks::{AuthFormat, FormatOptions, Luks, LuksVersion};
 
 use super::common::{self, BackendArg, KeyFileArgs, TypeArg};
+use super::format_auth;
 use super::kdf_opts::PbkdfArgs;
 use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
 use crate::passphrase::confirm;
@@ -70,6 +72,16 @@ pub struct Args {
     /// Crypto backend for the keyslot encryption.
     #[arg(long = "crypto-backend", value_enum, default_value = "accelerated")]
     pub crypto_backend: BackendArg,
+    /// Authenticated encryption (LUKS2): hmac-sha256, hmac-sha1 or
+    /// hmac-sha512 with aes-xts-plain64; aead with aegis128-random or
+    /// aes-gcm-random; poly1305 with chacha20-random. Each sector gets a
+    /// tag, kept by a dm-integrity device in the data area.
+    #[arg(long, value_name = "ALG")]
+    pub integrity: Option<String>,
+    /// With --integrity: do not wipe the data area (sectors never written
+    /// then fail authentication when read, as with cryptsetup).
+    #[arg(long = "integrity-no-wipe")]
+    pub integrity_no_wipe: bool,
 }
 
 /// The LUKS magic at offset 0 of both versions.
@@ -157,7 +169,30 @@ pub fn run(a: Args) -> CliResult {
             ))
         }
     };
-    let cipher = CipherSpec::parse(&a.cipher).map_err(|e| from_crypto(&e, "--cipher"))?;
+    let auth = match &a.integrity {
+        None => None,
+        Some(_) if version != LuksVersion::V2 => {
+            return Err(CliError::usage(
+                "authenticated encryption needs LUKS2",
+                "--integrity",
+                "use --type luks2",
+            ))
+        }
+        Some(i) => Some(format_auth::spec(&a.cipher, i)?),
+    };
+    if auth.is_none() && a.integrity_no_wipe {
+        return Err(CliError::usage(
+            "--integrity-no-wipe needs --integrity",
+            "--integrity-no-wipe",
+            "leave it out, or choose an --integrity algorithm",
+        ));
+    }
+    // An authenticated segment's cipher is not a sector cipher; its
+    // keyslots use cryptsetup's default keyslot cipher (see luks2.md).
+    let cipher = match &auth {
+        Some(_) => FormatOptions::default().cipher,
+        None => CipherSpec::parse(&a.cipher).map_err(|e| from_crypto(&e, "--cipher"))?,
+    };
     let hash = HashAlg::parse(&a.hash).map_err(|e| {
         let mut c = from_crypto(&e, "--hash");
         c.code = Code::Usage;
@@ -173,10 +208,16 @@ pub fn run(a: Args) -> CliResult {
             "use e.g. 256 or 512",
         ));
     }
-    let key_bytes = (bits / 8) as usize;
-    cipher
-        .check_key_size(key_bytes)
-        .map_err(|e| from_crypto(&e, "--key-size"))?;
+    let key_bytes = match &auth {
+        Some(spec) => format_auth::key_bytes(spec, a.key_size)?,
+        None => {
+            let n = (bits / 8) as usize;
+            cipher
+                .check_key_size(n)
+                .map_err(|e| from_crypto(&e, "--key-size"))?;
+            n
+        }
+    };
     let place = common::place(&a.volume, a.header.as_deref());
     let is_blockdev = std::fs::metadata(&a.volume)
         .map(|m| m.file_type().is_block_device())
@@ -236,7 +277,16 @@ pub fn run(a: Args) -> CliResult {
     }
 
     let created = prepare_file(&a.volume, a.size)?;
-    let result = format_inner(&a, version, cipher, hash, key_bytes, sector_size, &place);
+    let result = format_inner(
+        &a,
+        version,
+        cipher,
+        auth.as_ref(),
+        hash,
+        key_bytes,
+        sector_size,
+        &place,
+    );
     if result.is_err() && created {
         let _ = std::fs::remove_file(&a.volume);
     }
@@ -248,6 +298,7 @@ fn format_inner(
     a: &Args,
     version: LuksVersion,
     cipher: CipherSpec,
+    auth: Option<&AuthSpec>,
     hash: HashAlg,
     key_bytes: usize,
     sector_size: u32,
@@ -329,7 +380,10 @@ fn format_inner(
         uuid: a.uuid.clone(),
         data_offset,
         detached_header: a.header.is_some(),
-        auth: None,
+        auth: auth.map(|s| AuthFormat {
+            encryption: s.encryption().into(),
+            integrity: s.integrity().into(),
+        }),
         // Like cryptsetup: a forced KDF cost (no benchmark) also gives the
         // digest the minimum 1000 iterations instead of a 125 ms benchmark.
         digest_iterations: a.kdf.force_iterations.map(|_| 1000),
@@ -348,12 +402,30 @@ fn format_inner(
     .map_err(|e| from_luks(e, place))?;
     io.sync_all()
         .map_err(|e| CliError::io("cannot sync the header", place, &e))?;
+    if let Some(spec) = auth {
+        if let Some(w) = spec.warning() {
+            common::warn(w);
+        }
+        let seg = luks
+            .authenticated_segment()
+            .map_err(|e| from_luks(e, place))?;
+        format_auth::write_integrity(
+            &a.volume,
+            seg.offset,
+            spec,
+            vk.as_slice(),
+            sector_size,
+            !a.integrity_no_wipe,
+        )?;
+    }
     if crate::passphrase::stderr_is_tty() {
         eprintln!(
-            "cryptkeep: formatted {} as {} ({}, {}-bit key, {}-byte sectors), UUID {}",
+            "cryptkeep: formatted {} as {} ({}{}, {}-bit key, {}-byte sectors), UUID {}",
             a.volume.display(),
             common::version_name(version),
             a.cipher,
+            auth.map(|s| format!(" with {}", s.integrity()))
+                .unwrap_or_default(),
             key_bytes * 8,
             sector_size,
             luks.uuid()

@@ -118,9 +118,21 @@ fn format(a: FormatArgs) -> CliResult {
         interleave_sectors: a.interleave_sectors,
         wipe: !a.no_wipe,
     };
+    let sb = cryptkeep_integrity::format(&a.device, &o, salt, &mut wipe_progress())
+        .map_err(|e| failed(e, &place))?;
+    println!(
+        "Formatted with tag size {}, internal integrity {}; {} data sectors.",
+        sb.tag_size, a.alg.integrity, sb.provided_data_sectors
+    );
+    Ok(())
+}
+
+/// The progress line of a wipe, (blocks done, blocks in all), drawn at
+/// most twice a second on a terminal.
+pub(crate) fn wipe_progress() -> impl FnMut(u64, u64) {
     let tty = stderr_is_tty();
     let mut last = std::time::Instant::now();
-    let sb = cryptkeep_integrity::format(&a.device, &o, salt, &mut |done, all| {
+    move |done, all| {
         if tty && (last.elapsed().as_millis() >= 500 || done == all) {
             last = std::time::Instant::now();
             eprint!(
@@ -131,13 +143,7 @@ fn format(a: FormatArgs) -> CliResult {
                 eprintln!();
             }
         }
-    })
-    .map_err(|e| failed(e, &place))?;
-    println!(
-        "Formatted with tag size {}, internal integrity {}; {} data sectors.",
-        sb.tag_size, a.alg.integrity, sb.provided_data_sectors
-    );
-    Ok(())
+    }
 }
 
 fn dump(a: DumpArgs) -> CliResult {

@@ -10,7 +10,7 @@ use clap::Args as ClapArgs;
 use cryptkeep_luks::LuksVersion;
 
 use super::common::{self, BackendArg, KeyFileArgs, TypeArg};
-use super::serve::{self, OpenCtx};
+use super::serve::{self, OpenCtx, Payload};
 use crate::daemon::{self, Forked};
 use crate::exit::{from_luks, CliError, CliResult, Code};
 use crate::interrupt::Signals;
@@ -38,6 +38,11 @@ pub struct Args {
     /// Pass discards down as hole punches in the image file.
     #[arg(long = "allow-discards")]
     pub allow_discards: bool,
+    /// Authenticated volumes: write data and tags in place, without the
+    /// integrity journal (faster; a crash can leave a sector that fails
+    /// its tag, as with dm-integrity).
+    #[arg(long = "integrity-no-journal")]
+    pub integrity_no_journal: bool,
     /// Also mount the file system inside on DIR.
     #[arg(long, value_name = "DIR")]
     pub mount: Option<PathBuf>,
@@ -182,27 +187,68 @@ pub fn run(a: Args) -> CliResult {
         }
     }
     common::check_data_clear_of_header(&luks, &a.volume, a.header.as_deref(), &place)?;
-    let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
-    let vol_size = {
-        use std::io::{Seek, SeekFrom};
-        let mut f = common::open_file(&a.volume, false, "volume")?;
-        f.seek(SeekFrom::End(0)).map_err(|e| {
-            CliError::io("cannot size the volume", a.volume.display().to_string(), &e)
-        })?
+    let payload = if luks.is_authenticated() {
+        if a.allow_discards {
+            return Err(CliError::usage(
+                "an authenticated volume cannot pass discards down (a discarded sector would fail its tag, as with dm-crypt)",
+                "--allow-discards",
+                "leave out --allow-discards",
+            ));
+        }
+        Payload::Auth(super::open_auth::payload(
+            &luks,
+            &a.volume,
+            a.read_only,
+            a.integrity_no_journal,
+            &place,
+        )?)
+    } else {
+        if a.integrity_no_journal {
+            return Err(CliError::usage(
+                "--integrity-no-journal applies to authenticated volumes only",
+                "--integrity-no-journal",
+                "leave it out",
+            ));
+        }
+        let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
+        let vol_size = {
+            use std::io::{Seek, SeekFrom};
+            let mut f = common::open_file(&a.volume, false, "volume")?;
+            f.seek(SeekFrom::End(0)).map_err(|e| {
+                CliError::io("cannot size the volume", a.volume.display().to_string(), &e)
+            })?
+        };
+        let ss = seg.sector_size as u64;
+        let data_size = match seg.size {
+            Some(s) => s,
+            None => vol_size.saturating_sub(seg.offset) / ss * ss,
+        };
+        if data_size == 0 || seg.offset.saturating_add(data_size) > vol_size {
+            return Err(CliError::new(
+                Code::Corrupt,
+                format!("the data segment (offset {}, {} bytes) does not fit in the volume ({vol_size} bytes)", seg.offset, data_size),
+                place,
+                "the volume is truncated, or the header belongs to another device",
+            ));
+        }
+        Payload::Plain { seg, data_size }
     };
-    let ss = seg.sector_size as u64;
-    let data_size = match seg.size {
-        Some(s) => s,
-        None => vol_size.saturating_sub(seg.offset) / ss * ss,
+    let (cipher, integrity, key_bits, sector_size, data_size) = match &payload {
+        Payload::Plain { seg, data_size } => (
+            seg.cipher.to_string(),
+            None,
+            seg.key_bytes * 8,
+            seg.sector_size,
+            *data_size,
+        ),
+        Payload::Auth(p) => (
+            p.seg.encryption.clone(),
+            Some(p.seg.integrity.clone()),
+            p.seg.key_bytes * 8,
+            p.seg.sector_size,
+            p.data_size,
+        ),
     };
-    if data_size == 0 || seg.offset.saturating_add(data_size) > vol_size {
-        return Err(CliError::new(
-            Code::Corrupt,
-            format!("the data segment (offset {}, {} bytes) does not fit in the volume ({vol_size} bytes)", seg.offset, data_size),
-            place,
-            "the volume is truncated, or the header belongs to another device",
-        ));
-    }
 
     // With a process keep, the keep reads the passphrase itself.
     let pass = match a.keep {
@@ -220,9 +266,10 @@ pub fn run(a: Args) -> CliResult {
         device: None,
         file: String::new(),
         kind: common::version_tag(luks.version()).into(),
-        cipher: seg.cipher.to_string(),
-        key_size: (seg.key_bytes * 8) as u32,
-        sector_size: seg.sector_size,
+        cipher,
+        integrity,
+        key_size: key_bits as u32,
+        sector_size,
         read_only: a.read_only,
         pid: std::process::id() as i32,
         pid_start: crate::procid::own_start_time(),
@@ -253,8 +300,7 @@ pub fn run(a: Args) -> CliResult {
         volume: a.volume.clone(),
         header: a.header.clone(),
         luks,
-        seg,
-        data_size,
+        payload,
         pass,
         keep,
         key_slot: a.key_slot,

@@ -13,7 +13,7 @@ use cryptkeep_fuse::{
     BlockStore,
 };
 use cryptkeep_luks::{Luks, Segment};
-use cryptkeep_volume::{Engine, InlineCrypt, SectorCrypt};
+use cryptkeep_volume::{AuthCrypt, Engine, InlineCrypt, SectorCrypt};
 
 use super::common;
 use super::keep_start::{self, KeepGuard};
@@ -36,10 +36,8 @@ pub struct OpenCtx {
     pub header: Option<PathBuf>,
     /// The loaded header.
     pub luks: Luks,
-    /// Its crypt segment.
-    pub seg: Segment,
-    /// Decrypted data size in bytes (a multiple of the sector size).
-    pub data_size: u64,
+    /// What the volume's data segment is.
+    pub payload: Payload,
     /// The passphrase (wiped on drop), for `--keep inline`.
     pub pass: Option<Passphrase>,
     /// The arguments of the keep that will hold the key, for `--keep
@@ -51,6 +49,35 @@ pub struct OpenCtx {
     pub allow_discards: bool,
     /// `--crypto-backend`.
     pub backend: Backend,
+}
+
+/// The data segment `open` serves.
+pub enum Payload {
+    /// dm-crypt sectors: the sector engine.
+    Plain {
+        /// The crypt segment.
+        seg: Segment,
+        /// Decrypted data size in bytes (a multiple of the sector size).
+        data_size: u64,
+    },
+    /// Authenticated sectors over a dm-integrity device.
+    Auth(super::open_auth::AuthPayload),
+}
+
+impl Payload {
+    /// Sector size in bytes.
+    fn sector_size(&self) -> usize {
+        match self {
+            Payload::Plain { seg, .. } => seg.sector_size as usize,
+            Payload::Auth(a) => a.seg.sector_size as usize,
+        }
+    }
+}
+
+/// Who does the sector crypto once unlocked: a keep, or this process.
+enum Unlocked {
+    Keep(Arc<dyn cryptkeep_keep::keep::Keep>),
+    Inline(cryptkeep_crypto::SecretBytes),
 }
 
 /// A live FUSE block file and its engine.
@@ -81,9 +108,9 @@ pub fn start(
     daemon::harden();
     let place = common::place(&ctx.volume, ctx.header.as_deref());
     let read_only = ctx.st.read_only;
-    let ss = ctx.seg.sector_size as usize;
+    let ss = ctx.payload.sector_size();
     let mut guard = None;
-    let crypt: Arc<dyn SectorCrypt> = match (ctx.keep.take(), ctx.pass.take()) {
+    let unlocked = match (ctx.keep.take(), ctx.pass.take()) {
         (Some(args), _) => {
             let log = state::log_path(&ctx.st.name);
             let k = keep_start::spawn_and_wait(args, &log, &place, stdio)?;
@@ -96,7 +123,7 @@ pub fn start(
             if let Err(e) = daemon::lock_memory() {
                 eprintln!("cryptkeep: warning: cannot lock memory (mlockall): {e}");
             }
-            Arc::new(KeepCrypt::new(Arc::new(keep), ss))
+            Unlocked::Keep(Arc::new(keep))
         }
         (None, Some(pass)) => {
             let hdr = common::open_header(&ctx.volume, ctx.header.as_deref(), false)?;
@@ -111,10 +138,7 @@ pub fn start(
             if let Err(e) = daemon::lock_memory() {
                 eprintln!("cryptkeep: warning: cannot lock memory (mlockall): {e}");
             }
-            let cipher = new_sector_cipher(&ctx.seg.cipher, vk.as_slice(), ctx.backend)
-                .map_err(|e| from_crypto(&e, &place))?;
-            drop(vk);
-            Arc::new(InlineCrypt::new(cipher, ss, ctx.seg.iv_tweak))
+            Unlocked::Inline(vk)
         }
         (None, None) => {
             return Err(CliError::new(
@@ -125,18 +149,39 @@ pub fn start(
             ))
         }
     };
-    after_unlock()?;
-    let data = common::open_file(&ctx.volume, !read_only, "volume")?;
-    let engine =
-        Engine::new(data, ctx.seg.offset, ctx.data_size, crypt, read_only).map_err(|e| {
-            daemon_err(
-                "cannot start the sector engine",
-                e,
-                &place,
-                "check the volume file",
-            )
-        })?;
-    serve_store(ctx.st, Arc::new(engine), ctx.allow_discards, guard)
+    match ctx.payload {
+        Payload::Plain { seg, data_size } => {
+            let crypt: Arc<dyn SectorCrypt> = match unlocked {
+                Unlocked::Keep(keep) => Arc::new(KeepCrypt::new(keep, ss)),
+                Unlocked::Inline(vk) => {
+                    let cipher = new_sector_cipher(&seg.cipher, vk.as_slice(), ctx.backend)
+                        .map_err(|e| from_crypto(&e, &place))?;
+                    Arc::new(InlineCrypt::new(cipher, ss, seg.iv_tweak))
+                }
+            };
+            after_unlock()?;
+            let data = common::open_file(&ctx.volume, !read_only, "volume")?;
+            let engine =
+                Engine::new(data, seg.offset, data_size, crypt, read_only).map_err(|e| {
+                    daemon_err(
+                        "cannot start the sector engine",
+                        e,
+                        &place,
+                        "check the volume file",
+                    )
+                })?;
+            serve_store(ctx.st, Arc::new(engine), ctx.allow_discards, guard)
+        }
+        Payload::Auth(auth) => {
+            let crypt: Arc<dyn AuthCrypt> = match unlocked {
+                Unlocked::Keep(keep) => super::open_auth::keep_crypt(keep, &auth, &place)?,
+                Unlocked::Inline(vk) => super::open_auth::inline_crypt(&auth, &vk, &place)?,
+            };
+            after_unlock()?;
+            let vol = super::open_auth::volume(&ctx.volume, &auth, crypt, &ctx.st.name, &place)?;
+            serve_store(ctx.st, Arc::new(vol), false, guard)
+        }
+    }
 }
 
 /// Mounts the FUSE block file for `store` under NAME's run directory and

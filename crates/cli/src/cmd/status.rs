@@ -29,6 +29,9 @@ fn text(st: &State) -> String {
     let row = |s: &mut String, k: &str, v: &str| s.push_str(&format!("  {k:<12} {v}\n"));
     row(&mut s, "type:", &st.kind.to_uppercase());
     row(&mut s, "cipher:", &st.cipher);
+    if let Some(i) = &st.integrity {
+        row(&mut s, "integrity:", i);
+    }
     row(&mut s, "keysize:", &format!("{} bits", st.key_size));
     row(&mut s, "sector size:", &st.sector_size.to_string());
     row(&mut s, "size:", &format!("{} bytes", st.size));
@@ -68,6 +71,16 @@ fn text(st: &State) -> String {
     }
     if let Some(m) = &st.mountpoint {
         row(&mut s, "mountpoint:", m);
+    }
+    if let Some(c) = state::load_integrity_counts(&st.name) {
+        let v = match c.last_failure {
+            None => "no sector failed authentication".to_string(),
+            Some(at) => format!(
+                "{} sector(s) failed authentication, the last at sector {at} (see the daemon log)",
+                c.failures
+            ),
+        };
+        row(&mut s, "tag checks:", &v);
     }
     s
 }
