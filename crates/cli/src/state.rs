@@ -455,13 +455,14 @@ pub fn lock() -> CliResult<RunLock> {
 /// mountpoint only — never recursing into a mount.
 pub fn remove(name: &str) {
     let d = name_dir(name);
-    for f in ["state.json", "daemon.log"] {
+    for f in ["state.json", "integrity.json", "daemon.log"] {
         let _ = fs::remove_file(d.join(f));
     }
     if let Ok(rd) = fs::read_dir(&d) {
         for ent in rd.flatten() {
             let n = ent.file_name();
-            if n.to_string_lossy().starts_with("state.json.") {
+            let n = n.to_string_lossy();
+            if n.starts_with("state.json.") || n.starts_with("integrity.json.") {
                 let _ = fs::remove_file(ent.path());
             }
         }
