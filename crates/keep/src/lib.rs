@@ -25,9 +25,13 @@
 //! - [`wipe`]: dead stack frames and vector registers wiped after key work.
 //! - [`overlay_keys`]: the overlay file system's key holder served by a
 //!   keep (`fs mount --keep`).
+//! - [`crypt`] and [`auth_crypt`]: the volume engine's seams
+//!   ([`crypt::KeepCrypt`] for plain volumes, [`auth_crypt::KeepAuthCrypt`]
+//!   for authenticated ones) served by a keep.
 //! - [`proto`]: operation codes and status codes on the rings.
 //! - [`Error`]: the crate's one error type.
 
+pub mod auth_crypt;
 pub mod calls;
 pub mod control;
 pub mod crypt;

@@ -24,6 +24,7 @@
 //! other code is [`crate::proto::STATUS_UNSUPPORTED`]. A failure before
 //! READY is sent to the spawner as FAILED with an exit code and returned.
 
+mod auth_volume;
 mod overlay;
 mod runtime;
 mod volume;
@@ -34,7 +35,8 @@ use std::sync::Arc;
 
 pub use overlay::{run_overlay, OverlayHandler, OverlayKey};
 pub use runtime::{run_runtime, RuntimeHandler, MAX_REPEAT};
-pub use volume::{run_volume, VolumeHandler, VolumeKey};
+pub use auth_volume::{AuthVolumeHandler, AuthVolumeKey};
+pub use volume::{run_volume, UnlockedVolume, VolumeHandler, VolumeKey};
 
 use crate::keep::{send_failed, Failure};
 use crate::secret_heap;
