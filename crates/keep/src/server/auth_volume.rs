@@ -88,7 +88,10 @@ pub(super) fn build(
         use cryptkeep_crypto::Error as E;
         let usage = matches!(
             e,
-            E::UnsupportedIntegrity { .. } | E::UnsupportedCipher(_) | E::InvalidKeySize { .. }
+            E::UnsupportedIntegrity { .. }
+                | E::UnsupportedCipher(_)
+                | E::InvalidKeySize { .. }
+                | E::InvalidLength { .. }
         );
         Failure {
             code: if usage {
