@@ -240,7 +240,10 @@ mod tests {
             (8 * (512 + 16), 512, 16),
         ] {
             let n = batch_sectors(room, ss, ts);
-            assert!(open_reply_len(n, ss, ts).unwrap() <= room, "{room} {ss} {ts}");
+            assert!(
+                open_reply_len(n, ss, ts).unwrap() <= room,
+                "{room} {ss} {ts}"
+            );
             assert!(
                 open_reply_len(n + 1, ss, ts).unwrap() > room,
                 "{room} {ss} {ts}: {n} is not the most"

@@ -33,9 +33,9 @@ use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use auth_volume::{AuthVolumeHandler, AuthVolumeKey};
 pub use overlay::{run_overlay, OverlayHandler, OverlayKey};
 pub use runtime::{run_runtime, RuntimeHandler, MAX_REPEAT};
-pub use auth_volume::{AuthVolumeHandler, AuthVolumeKey};
 pub use volume::{run_volume, UnlockedVolume, VolumeHandler, VolumeKey};
 
 use crate::keep::{send_failed, Failure};

@@ -148,7 +148,10 @@ fn round_trips(kind: &str) {
     crypt.seal(first, &mut data, &mut tuples).unwrap();
     assert_ne!(data, plain);
     let sealed = (data.clone(), tuples.clone());
-    assert_eq!(local.open(first, &mut data, &tuples).unwrap(), Vec::<usize>::new());
+    assert_eq!(
+        local.open(first, &mut data, &tuples).unwrap(),
+        Vec::<usize>::new()
+    );
     assert_eq!(data, plain);
 
     // Sealed here, opened in the keep.
@@ -160,7 +163,10 @@ fn round_trips(kind: &str) {
         assert!(sealed.0 == data, "ciphertexts differ");
         assert!(sealed.1 == local_tuples, "tuples differ");
     }
-    assert_eq!(crypt.open(first, &mut data, &local_tuples).unwrap(), Vec::<usize>::new());
+    assert_eq!(
+        crypt.open(first, &mut data, &local_tuples).unwrap(),
+        Vec::<usize>::new()
+    );
     assert_eq!(data, plain);
 
     // The sector number is bound: the same bytes at another place fail.
@@ -172,7 +178,12 @@ fn round_trips(kind: &str) {
     // Empty batches are fine; broken geometry never reaches the keep.
     crypt.seal(0, &mut [], &mut []).unwrap();
     assert_eq!(crypt.open(0, &mut [], &[]).unwrap(), Vec::<usize>::new());
-    for (d, t) in [(SECTOR - 1, 0), (SECTOR, ts + 1), (SECTOR, ts - 1), (2 * SECTOR, ts)] {
+    for (d, t) in [
+        (SECTOR - 1, 0),
+        (SECTOR, ts + 1),
+        (SECTOR, ts - 1),
+        (2 * SECTOR, ts),
+    ] {
         let mut data = vec![0u8; d];
         let mut tuples = vec![0u8; t];
         assert!(matches!(
@@ -227,7 +238,10 @@ fn a_flipped_bit_names_exactly_its_sector() {
                     if j == i {
                         assert!(s.iter().all(|&b| b == 0), "{kind}: sector {i} not zeroed");
                     } else {
-                        assert!(s == &plain[j * SECTOR..(j + 1) * SECTOR], "{kind}: sector {j}");
+                        assert!(
+                            s == &plain[j * SECTOR..(j + 1) * SECTOR],
+                            "{kind}: sector {j}"
+                        );
                     }
                 }
             }
@@ -299,12 +313,19 @@ fn malformed_requests_are_refused_and_the_keep_serves_on() {
         n * pair
     );
     let reply = open_reply_len(n_fit, SECTOR, ts).unwrap();
-    assert_eq!(raw(&k, OP_OPEN_SECTORS, 0, n_fit * pair, slot).unwrap(), reply);
+    assert_eq!(
+        raw(&k, OP_OPEN_SECTORS, 0, n_fit * pair, slot).unwrap(),
+        reply
+    );
     k.with_slot(&mut |slot| {
         let b = slot.buf();
         let bitmap = &b[n_fit * pair..reply];
         for i in 0..n_fit {
-            assert_ne!(bitmap[i / 8] & (1 << (i % 8)), 0, "garbage sector {i} passed");
+            assert_ne!(
+                bitmap[i / 8] & (1 << (i % 8)),
+                0,
+                "garbage sector {i} passed"
+            );
         }
         assert!(b[..n_fit * SECTOR].iter().all(|&x| x == 0));
         Ok(())
@@ -331,7 +352,10 @@ fn malformed_requests_are_refused_and_the_keep_serves_on() {
     let mut data = plain.clone();
     let mut tuples = vec![0u8; 4 * ts];
     crypt.seal(5, &mut data, &mut tuples).unwrap();
-    assert_eq!(crypt.open(5, &mut data, &tuples).unwrap(), Vec::<usize>::new());
+    assert_eq!(
+        crypt.open(5, &mut data, &tuples).unwrap(),
+        Vec::<usize>::new()
+    );
     assert_eq!(data, plain);
     drop(crypt);
     destroy(k);
