@@ -15,7 +15,8 @@
 //! - [`secret_mem`]: key pages in `memfd_secret(2)` memory (removed from the
 //!   kernel's direct map), falling back to `mlock` + `MADV_DONTDUMP`.
 //! - [`server`]: the three kinds of keep and their request handlers; each
-//!   answers only its own operations ([`proto::VOLUME_OPS`],
+//!   answers only its own operations ([`proto::VOLUME_OPS`] or, for an
+//!   authenticated volume, [`proto::AUTH_VOLUME_OPS`],
 //!   [`proto::OVERLAY_OPS`], [`proto::RUNTIME_OPS`]).
 //! - [`ops`]: the runtime keep's enclave-style operations (seal/unseal,
 //!   SHA-256, AES-256-GCM, RSA-2048) and the overlay keep's block and name

@@ -20,7 +20,9 @@
 //!    peer closes the channel; then the keys are dropped and wiped.
 //!
 //! Each kind answers only its own operations ([`crate::proto::VOLUME_OPS`],
-//! [`crate::proto::OVERLAY_OPS`], [`crate::proto::RUNTIME_OPS`]); every
+//! or [`crate::proto::AUTH_VOLUME_OPS`] for a volume keep given an
+//! [`AuthVolumeKey`], [`crate::proto::OVERLAY_OPS`],
+//! [`crate::proto::RUNTIME_OPS`]); every
 //! other code is [`crate::proto::STATUS_UNSUPPORTED`]. A failure before
 //! READY is sent to the spawner as FAILED with an exit code and returned.
 
