@@ -96,6 +96,12 @@ pub struct ScratchArgs {
     /// Sector size.
     #[arg(long = "sector-size", default_value_t = 4096)]
     pub sector_size: usize,
+    /// An authenticated volume's keep instead: the LUKS2 `integrity.type`
+    /// (`aead`, `poly1305`, `hmac(sha256)`, ...) to use with `--cipher`
+    /// as the segment's `encryption` (e.g. `aes-gcm-random`); the key has
+    /// the mode's default size.
+    #[arg(long, value_name = "TYPE")]
+    pub integrity: Option<String>,
 }
 
 /// Runs the keep; never returns.
@@ -124,9 +130,20 @@ fn failure(e: CliError) -> Failure {
 }
 
 /// A random key for `__keep scratch-volume`.
-fn scratch(a: &ScratchArgs) -> Result<VolumeKey, Failure> {
+fn scratch(a: &ScratchArgs) -> Result<UnlockedVolume, Failure> {
+    if let Some(integrity) = &a.integrity {
+        let spec = AuthSpec::parse(&a.cipher, integrity).map_err(|e| {
+            failure(CliError::new(
+                Code::Usage,
+                e.to_string(),
+                "--integrity",
+                "use a supported authenticated mode",
+            ))
+        })?;
+        return AuthVolumeKey::random(spec, a.sector_size).map(Into::into);
+    }
     let spec = CipherSpec::parse(&a.cipher).map_err(|e| failure(from_crypto(&e, "--cipher")))?;
-    VolumeKey::random(spec, a.key_size, a.sector_size)
+    VolumeKey::random(spec, a.key_size, a.sector_size).map(Into::into)
 }
 
 /// Reads the passphrase and opens a keyslot; the keep takes the volume key
