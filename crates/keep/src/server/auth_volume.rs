@@ -5,7 +5,7 @@
 
 use cryptkeep_crypto::sector_aead::{AuthSpec, SectorAead};
 use cryptkeep_crypto::SecretBytes;
-use cryptkeep_volume::{AuthCrypt, Error as VolumeError};
+use cryptkeep_volume::{AuthCrypt, InlineAuthCrypt};
 
 use super::Facts;
 use crate::keep::Failure;
@@ -46,35 +46,6 @@ impl AuthVolumeKey {
     }
 }
 
-/// [`SectorAead`] as the [`AuthCrypt`] the handler serves.
-struct AeadSectors {
-    aead: SectorAead,
-    sector_size: usize,
-    tuple_size: usize,
-}
-
-impl AuthCrypt for AeadSectors {
-    fn sector_size(&self) -> usize {
-        self.sector_size
-    }
-
-    fn tuple_size(&self) -> usize {
-        self.tuple_size
-    }
-
-    fn seal(&self, sector: u64, data: &mut [u8], tuples: &mut [u8]) -> Result<(), VolumeError> {
-        self.aead
-            .seal(sector, data, tuples)
-            .map_err(|e| VolumeError::Crypt(e.to_string()))
-    }
-
-    fn open(&self, sector: u64, data: &mut [u8], tuples: &[u8]) -> Result<Vec<usize>, VolumeError> {
-        self.aead
-            .open(sector, data, tuples)
-            .map_err(|e| VolumeError::Crypt(e.to_string()))
-    }
-}
-
 /// Builds the keep's sector AEAD from `key` (a slice of the keep's secret
 /// page) for `spec`; a failure is a usage error when the mode or key size
 /// is the volume's fault.
@@ -108,11 +79,7 @@ pub(super) fn build(
                 .into(),
         }
     })?;
-    Ok(AuthVolumeHandler::new(Box::new(AeadSectors {
-        aead,
-        sector_size,
-        tuple_size: spec.tuple_bytes(),
-    })))
+    Ok(AuthVolumeHandler::new(Box::new(InlineAuthCrypt::new(aead))))
 }
 
 /// The request handler of an authenticated volume's keep:
