@@ -413,12 +413,9 @@ fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
             through.seal(s, b, &mut tuples(b)).map_err(keep_err)
         })?;
         // Opening what was just sealed, at the same place each time.
-        let sealed = |seal: &dyn Fn(u64, &mut [u8], &mut [u8]) -> CliResult| {
-            let mut b = vec![0x5au8; req];
-            let mut t = tuples(&b);
-            seal(0, &mut b, &mut t).map(|()| (b, t))
-        };
-        let (bi, ti) = sealed(&|s, b, t| inline.seal(s, b, t).map_err(crypto))?;
+        let mut bi = vec![0x5au8; req];
+        let mut ti = tuples(&bi);
+        inline.seal(0, &mut bi, &mut ti).map_err(crypto)?;
         let oi = throughput(a.threads, a.seconds, req, &|_, b| {
             b.copy_from_slice(&bi);
             inline.open(0, b, &ti).map(|_| ()).map_err(crypto)
