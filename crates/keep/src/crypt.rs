@@ -96,7 +96,9 @@ impl SectorCrypt for KeepCrypt {
     }
 }
 
-fn volume_err(e: Error) -> VolumeError {
+/// A keep error as the volume engine sees it: a gone keep is
+/// [`VolumeError::KeepGone`], anything else a crypto failure.
+pub(crate) fn volume_err(e: Error) -> VolumeError {
     match e {
         Error::Gone => VolumeError::KeepGone,
         e => VolumeError::Crypt(e.to_string()),

@@ -15,7 +15,8 @@
 //! - [`secret_mem`]: key pages in `memfd_secret(2)` memory (removed from the
 //!   kernel's direct map), falling back to `mlock` + `MADV_DONTDUMP`.
 //! - [`server`]: the three kinds of keep and their request handlers; each
-//!   answers only its own operations ([`proto::VOLUME_OPS`],
+//!   answers only its own operations ([`proto::VOLUME_OPS`] or, for an
+//!   authenticated volume, [`proto::AUTH_VOLUME_OPS`],
 //!   [`proto::OVERLAY_OPS`], [`proto::RUNTIME_OPS`]).
 //! - [`ops`]: the runtime keep's enclave-style operations (seal/unseal,
 //!   SHA-256, AES-256-GCM, RSA-2048) and the overlay keep's block and name
@@ -25,9 +26,13 @@
 //! - [`wipe`]: dead stack frames and vector registers wiped after key work.
 //! - [`overlay_keys`]: the overlay file system's key holder served by a
 //!   keep (`fs mount --keep`).
+//! - [`crypt`] and [`auth_crypt`]: the volume engine's seams
+//!   ([`crypt::KeepCrypt`] for plain volumes, [`auth_crypt::KeepAuthCrypt`]
+//!   for authenticated ones) served by a keep.
 //! - [`proto`]: operation codes and status codes on the rings.
 //! - [`Error`]: the crate's one error type.
 
+pub mod auth_crypt;
 pub mod calls;
 pub mod control;
 pub mod crypt;

@@ -70,9 +70,65 @@ pub const OP_NAMES_ENCRYPT: u32 = 20;
 /// EME-decrypt several names; input and output as [`OP_NAMES_ENCRYPT`].
 pub const OP_NAMES_DECRYPT: u32 = 21;
 
+/// Seal whole sectors of an authenticated volume (LUKS2 `--integrity`,
+/// dm-crypt's per-sector AEAD over dm-integrity) in place; `arg` is the
+/// first sector, in sector-size units from the start of the data segment.
+///
+/// Request layout (`in_len = n · (sector_size + tuple_size)`, `n ≥ 0`):
+///
+/// ```text
+/// [ sector 0 .. sector n-1 : n · sector_size ][ tuple 0 .. tuple n-1 : n · tuple_size ]
+/// ```
+///
+/// A tuple is the sector's metadata as dm-crypt stores it in dm-integrity's
+/// per-sector tag: the authentication tag, then the stored IV (if the mode
+/// has one). The input tuples are ignored; the keep encrypts the data in
+/// place, writes the tuples (IVs drawn in the keep) and answers `in_len`
+/// bytes. An `in_len` that is not a whole number of `(sector, tuple)`
+/// pairs, or sectors past the end of the 64-bit sector space, is
+/// [`STATUS_BAD_DESCRIPTOR`].
+pub const OP_SEAL_SECTORS: u32 = 22;
+/// Verify and decrypt whole sectors of an authenticated volume in place;
+/// `arg` and the input as [`OP_SEAL_SECTORS`]. The keep also needs room
+/// for the answer's failure bitmap: `cap ≥ in_len + ⌈n / 8⌉`
+/// ([`open_reply_len`]), else [`STATUS_BAD_DESCRIPTOR`].
+///
+/// Reply layout (`out_len = in_len + ⌈n / 8⌉`):
+///
+/// ```text
+/// [ plaintext sectors : n · sector_size ][ tuples, unchanged ][ bitmap : ⌈n / 8⌉ ]
+/// ```
+///
+/// Bit `i % 8` of bitmap byte `i / 8` is set when sector `i` of the request
+/// failed authentication; such a sector's bytes are zeros, never
+/// unauthenticated plaintext. Unused bits of the last byte are zero. A tag
+/// failure is an answer (status [`STATUS_OK`]), not an error:
+/// [`STATUS_FAILED`] means the operation itself could not run.
+pub const OP_OPEN_SECTORS: u32 = 23;
+
+/// Bytes of the [`OP_OPEN_SECTORS`] failure bitmap for `n` sectors.
+pub fn open_bitmap_len(n: usize) -> usize {
+    n.div_ceil(8)
+}
+
+/// Length of the [`OP_OPEN_SECTORS`] answer for `n` sectors of
+/// `sector_size` bytes with `tuple_size`-byte tuples (data, tuples,
+/// bitmap); `None` on overflow.
+pub fn open_reply_len(n: usize, sector_size: usize, tuple_size: usize) -> Option<usize> {
+    sector_size
+        .checked_add(tuple_size)?
+        .checked_mul(n)?
+        .checked_add(open_bitmap_len(n))
+}
+
 /// What a volume keep answers ([`crate::server::run_volume`]): the null
 /// call and sector crypto with the volume's key.
 pub const VOLUME_OPS: &[u32] = &[OP_NULL, OP_ENCRYPT_SECTORS, OP_DECRYPT_SECTORS];
+/// What a keep of an authenticated volume answers
+/// ([`crate::server::run_volume`] with an
+/// [`AuthVolumeKey`](crate::server::AuthVolumeKey)): the null call and
+/// sector sealing and opening with the volume's key.
+pub const AUTH_VOLUME_OPS: &[u32] = &[OP_NULL, OP_SEAL_SECTORS, OP_OPEN_SECTORS];
 /// What an overlay keep answers ([`crate::server::run_overlay`]): the
 /// null call, content blocks and names with the file system's keys.
 pub const OVERLAY_OPS: &[u32] = &[
@@ -109,7 +165,8 @@ pub const STATUS_OK: u32 = 0;
 /// The descriptor was malformed (range, overlap, length); nothing was done.
 pub const STATUS_BAD_DESCRIPTOR: u32 = 1;
 /// The operation code is unknown or not one this kind of keep answers
-/// ([`VOLUME_OPS`], [`OVERLAY_OPS`], [`RUNTIME_OPS`]); nothing was done.
+/// ([`VOLUME_OPS`], [`AUTH_VOLUME_OPS`], [`OVERLAY_OPS`],
+/// [`RUNTIME_OPS`]); nothing was done.
 pub const STATUS_UNSUPPORTED: u32 = 2;
 /// The operation ran and failed (bad tag, wrong length, crypto error).
 pub const STATUS_FAILED: u32 = 3;
@@ -141,6 +198,8 @@ pub fn op_name(op: u32) -> &'static str {
         OP_NAME_DECRYPT => "name decrypt",
         OP_NAMES_ENCRYPT => "names encrypt",
         OP_NAMES_DECRYPT => "names decrypt",
+        OP_SEAL_SECTORS => "authenticated sector seal",
+        OP_OPEN_SECTORS => "authenticated sector open",
         _ => "unknown operation",
     }
 }

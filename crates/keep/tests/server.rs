@@ -10,11 +10,12 @@
 // a host that has none.
 cryptkeep_keep::install_secret_heap!();
 
+use cryptkeep_crypto::sector_aead::AuthSpec;
 use cryptkeep_crypto::{new_sector_cipher, Backend, CipherSpec, SecretBytes};
 use cryptkeep_keep::calls::KeepCalls;
 use cryptkeep_keep::keep::{Keep, ProcessKeep};
 use cryptkeep_keep::proto::*;
-use cryptkeep_keep::server::{self, OverlayKey, ServerConfig, VolumeKey};
+use cryptkeep_keep::server::{self, AuthVolumeKey, OverlayKey, ServerConfig, VolumeKey};
 use cryptkeep_keep::spawn::SpawnConfig;
 use cryptkeep_keep::Error;
 use cryptkeep_overlay::{Config, HeldKeys, InitOptions, KeyHolder, MasterKey};
@@ -62,6 +63,10 @@ fn child() {
                 place: "test".into(),
                 facts: vec![("unlocked", "a test key".into())],
             })
+        }),
+        "auth_volume" => server::run_volume(cfg, || {
+            let spec = AuthSpec::parse("aes-gcm-random", "aead").unwrap();
+            AuthVolumeKey::random(spec, 4096)
         }),
         "overlay" => server::run_overlay(cfg, || {
             let path = std::env::var("KEEP_SERVER_TEST_CONF").unwrap();
@@ -153,6 +158,34 @@ fn a_volume_keep_answers_sector_crypto_only() {
 }
 
 #[test]
+fn an_authenticated_volume_keep_answers_sector_seal_and_open_only() {
+    need!(root);
+    let (k, facts) = spawn("auth_volume", &[]);
+    assert_eq!(fact(&facts, "keep"), "volume");
+    assert_eq!(fact(&facts, "integrity"), "aes-gcm-random aead");
+    assert_eq!(fact(&facts, "unlocked"), "a random key");
+    assert_eq!(fact(&facts, "heap"), "memfd_secret (Rust and AWS-LC)");
+    answers_only(&k, AUTH_VOLUME_OPS);
+    // A sector sealed and opened again (IVs drawn in the keep under its
+    // seccomp filter).
+    let pair = 4096 + 28;
+    let plain: Vec<u8> = (0..4096).map(|i| (i * 3) as u8).collect();
+    let mut buf = vec![0u8; pair + 1];
+    buf[..4096].copy_from_slice(&plain);
+    assert_eq!(k.call(OP_SEAL_SECTORS, 9, &mut buf, pair).unwrap(), pair);
+    assert_ne!(&buf[..4096], &plain[..]);
+    assert_eq!(
+        k.call(OP_OPEN_SECTORS, 9, &mut buf, pair).unwrap(),
+        pair + 1
+    );
+    assert_eq!(&buf[..4096], &plain[..]);
+    assert_eq!(buf[pair], 0, "no failed sector");
+    let mut sector = vec![0u8; 4096];
+    assert!(k.call(OP_ENCRYPT_SECTORS, 0, &mut sector, 4096).is_err());
+    k.destroy().unwrap();
+}
+
+#[test]
 fn an_overlay_keep_answers_content_and_name_crypto_only() {
     need!(root);
     let mk = MasterKey::from_secret(SecretBytes::from_slice(&MASTER_KEY)).unwrap();
@@ -200,8 +233,11 @@ fn a_runtime_keep_answers_everything_else() {
 #[test]
 fn the_operation_tables_do_not_overlap_but_in_the_null_call() {
     for (a, b) in [
+        (VOLUME_OPS, AUTH_VOLUME_OPS),
         (VOLUME_OPS, OVERLAY_OPS),
         (VOLUME_OPS, RUNTIME_OPS),
+        (AUTH_VOLUME_OPS, OVERLAY_OPS),
+        (AUTH_VOLUME_OPS, RUNTIME_OPS),
         (OVERLAY_OPS, RUNTIME_OPS),
     ] {
         for op in a {

@@ -1,7 +1,8 @@
 //! `cryptkeep bench keep`: the secGear report's tables (enclave
 //! create/destroy, call cost, SHA-256 of 1 GB, AES-256-GCM of 23 bytes,
 //! RSA-2048) for the process keep against the host, plus sector-crypto
-//! throughput through the keep against inline (the TresorSGX report's question). Every
+//! throughput through the keep against inline (the TresorSGX report's question),
+//! and the same for authenticated sectors (seal and open). Every
 //! host/keep pair is measured in the same run, and printed with the
 //! report's SGX figures beside ours.
 
@@ -9,13 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
+use cryptkeep_crypto::sector_aead::{AuthSpec, SectorAead};
 use cryptkeep_crypto::{new_sector_cipher, Backend, CipherSpec};
+use cryptkeep_keep::auth_crypt::KeepAuthCrypt;
 use cryptkeep_keep::calls::KeepCalls;
 use cryptkeep_keep::keep::{Keep, ProcessKeep};
 use cryptkeep_keep::ops;
 use cryptkeep_keep::proto;
 use cryptkeep_keep::spawn::SpawnConfig;
-use cryptkeep_volume::{InlineCrypt, SectorCrypt};
+use cryptkeep_volume::{AuthCrypt, InlineCrypt, SectorCrypt};
 
 use crate::exit::{from_crypto, CliError, CliResult, Code};
 
@@ -49,10 +52,14 @@ fn keep_err(e: impl std::fmt::Display) -> CliError {
     )
 }
 
+/// The authenticated mode `bench keep` measures (AES-256-GCM with random
+/// IVs, 4096-byte sectors).
+const AUTH_MODE: (&str, &str) = ("aes-gcm-random", "aead");
+
 /// A runtime keep, or (`sector`) a volume keep with a random
 /// aes-xts-plain64 512-bit key.
 fn spawn_keep(sector: bool) -> CliResult<ProcessKeep> {
-    let args: &[&str] = if sector {
+    spawn_with(if sector {
         &[
             "__keep",
             "scratch-volume",
@@ -63,7 +70,23 @@ fn spawn_keep(sector: bool) -> CliResult<ProcessKeep> {
         ]
     } else {
         &["__keep", "runtime"]
-    };
+    })
+}
+
+/// A keep of an authenticated volume ([`AUTH_MODE`]) with a random key.
+fn spawn_auth_keep() -> CliResult<ProcessKeep> {
+    spawn_with(&[
+        "__keep",
+        "scratch-volume",
+        "--cipher",
+        AUTH_MODE.0,
+        "--integrity",
+        AUTH_MODE.1,
+    ])
+}
+
+/// Starts `cryptkeep ARGS` as a keep.
+fn spawn_with(args: &[&str]) -> CliResult<ProcessKeep> {
     ProcessKeep::spawn(SpawnConfig {
         args: args.iter().map(Into::into).collect(),
         ..SpawnConfig::default()
@@ -93,6 +116,11 @@ pub fn run(a: Args) -> CliResult {
     keep.destroy().map_err(keep_err)?;
     let keep = Arc::new(spawn_keep(true)?);
     sectors(keep.clone(), &a)?;
+    if let Ok(k) = Arc::try_unwrap(keep) {
+        k.destroy().map_err(keep_err)?;
+    }
+    let keep = Arc::new(spawn_auth_keep()?);
+    auth_sectors(keep.clone(), &a)?;
     if let Ok(k) = Arc::try_unwrap(keep) {
         k.destroy().map_err(keep_err)?;
     }
@@ -361,5 +389,56 @@ fn sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
         );
     }
     println!("\nThe TresorSGX report: 1 % of plain throughput.\n");
+    Ok(())
+}
+
+/// Authenticated sectors ([`AUTH_MODE`]): seal and open inline against
+/// through the keep (data and tuples copied in and out of the slot).
+fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
+    let crypto = |e: cryptkeep_crypto::Error| from_crypto(&e, "bench");
+    let spec = AuthSpec::parse(AUTH_MODE.0, AUTH_MODE.1).map_err(crypto)?;
+    let mut key = zeroize::Zeroizing::new(vec![0u8; spec.default_key_bytes()]);
+    cryptkeep_crypto::rand::fill_random(&mut key).map_err(crypto)?;
+    let inline = SectorAead::new(&spec, &key, 4096).map_err(crypto)?;
+    let ts = spec.tuple_bytes();
+    let through = KeepAuthCrypt::new(keep as Arc<dyn Keep>, 4096, ts).map_err(keep_err)?;
+    let req = a.request_kib.max(4) << 10;
+    let tuples = |b: &[u8]| vec![0u8; b.len() / 4096 * ts];
+    let mut rows = Vec::new();
+    for round in 0..3 {
+        let si = throughput(a.threads, a.seconds, req, &|s, b| {
+            inline.seal(s, b, &mut tuples(b)).map_err(crypto)
+        })?;
+        let sk = throughput(a.threads, a.seconds, req, &|s, b| {
+            through.seal(s, b, &mut tuples(b)).map_err(keep_err)
+        })?;
+        // Opening what was just sealed, at the same place each time.
+        let mut bi = vec![0x5au8; req];
+        let mut ti = tuples(&bi);
+        inline.seal(0, &mut bi, &mut ti).map_err(crypto)?;
+        let oi = throughput(a.threads, a.seconds, req, &|_, b| {
+            b.copy_from_slice(&bi);
+            inline.open(0, b, &ti).map(|_| ()).map_err(crypto)
+        })?;
+        let ok = throughput(a.threads, a.seconds, req, &|_, b| {
+            b.copy_from_slice(&bi);
+            through.open(0, b, &ti).map(|_| ()).map_err(keep_err)
+        })?;
+        rows.push((round, si, sk, oi, ok));
+    }
+    println!(
+        "## Authenticated sectors, {} + {}, 4096-byte sectors, {} KiB requests, {} threads (MiB/s)\n",
+        AUTH_MODE.0, AUTH_MODE.1, a.request_kib, a.threads
+    );
+    println!("| round | seal inline | seal keep | keep/inline | open inline | open keep | keep/inline |\n|---|---:|---:|---:|---:|---:|---:|");
+    for (r, si, sk, oi, ok) in &rows {
+        println!(
+            "| {} | {si:.0} | {sk:.0} | {:.1} % | {oi:.0} | {ok:.0} | {:.1} % |",
+            r + 1,
+            100.0 * sk / si,
+            100.0 * ok / oi
+        );
+    }
+    println!();
     Ok(())
 }

@@ -10,13 +10,16 @@
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand};
+use cryptkeep_crypto::sector_aead::AuthSpec;
 use cryptkeep_crypto::{Backend, CipherSpec};
 use cryptkeep_keep::keep::Failure;
-use cryptkeep_keep::server::{self, OverlayKey, ServerConfig, VolumeKey};
+use cryptkeep_keep::server::{
+    self, AuthVolumeKey, OverlayKey, ServerConfig, UnlockedVolume, VolumeKey,
+};
 
 use super::common::{self, BackendArg, KeyFileArgs};
 use super::fs::common::{from_overlay, PassArgs};
-use crate::exit::{from_crypto, from_luks, CliError, CliResult};
+use crate::exit::{from_crypto, from_luks, CliError, CliResult, Code};
 use cryptkeep_overlay::Config;
 
 /// What kind of keep to run.
@@ -93,6 +96,12 @@ pub struct ScratchArgs {
     /// Sector size.
     #[arg(long = "sector-size", default_value_t = 4096)]
     pub sector_size: usize,
+    /// An authenticated volume's keep instead: the LUKS2 `integrity.type`
+    /// (`aead`, `poly1305`, `hmac(sha256)`, ...) to use with `--cipher`
+    /// as the segment's `encryption` (e.g. `aes-gcm-random`); the key has
+    /// the mode's default size.
+    #[arg(long, value_name = "TYPE")]
+    pub integrity: Option<String>,
 }
 
 /// Runs the keep; never returns.
@@ -121,22 +130,51 @@ fn failure(e: CliError) -> Failure {
 }
 
 /// A random key for `__keep scratch-volume`.
-fn scratch(a: &ScratchArgs) -> Result<VolumeKey, Failure> {
+fn scratch(a: &ScratchArgs) -> Result<UnlockedVolume, Failure> {
+    if let Some(integrity) = &a.integrity {
+        let spec = AuthSpec::parse(&a.cipher, integrity).map_err(|e| {
+            failure(CliError::new(
+                Code::Usage,
+                e.to_string(),
+                "--integrity",
+                "use a supported authenticated mode",
+            ))
+        })?;
+        return AuthVolumeKey::random(spec, a.sector_size).map(Into::into);
+    }
     let spec = CipherSpec::parse(&a.cipher).map_err(|e| failure(from_crypto(&e, "--cipher")))?;
-    VolumeKey::random(spec, a.key_size, a.sector_size)
+    VolumeKey::random(spec, a.key_size, a.sector_size).map(Into::into)
 }
 
 /// Reads the passphrase and opens a keyslot; the keep takes the volume key
-/// from here into secret memory.
-fn unlock(a: &VolumeArgs) -> Result<VolumeKey, Failure> {
+/// from here into secret memory. An authenticated LUKS2 volume
+/// (`--integrity`) gives an [`AuthVolumeKey`], every other volume a
+/// [`VolumeKey`].
+fn unlock(a: &VolumeArgs) -> Result<UnlockedVolume, Failure> {
     unlock_luks(a).map_err(failure)
 }
 
-fn unlock_luks(a: &VolumeArgs) -> CliResult<VolumeKey> {
+/// What the keep will do with the key once the keyslot gave it.
+enum Mode {
+    Plain(cryptkeep_luks::Segment),
+    Authenticated(AuthSpec, usize),
+}
+
+fn unlock_luks(a: &VolumeArgs) -> CliResult<UnlockedVolume> {
     let place = common::place(&a.volume, a.header.as_deref());
     let hdr = common::open_header(&a.volume, a.header.as_deref(), false)?;
     let luks = common::load(&hdr, &place)?;
-    let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
+    // Checked before the passphrase is asked for: a volume the keep cannot
+    // serve fails at once.
+    let mode = if luks.is_authenticated() {
+        let seg = luks
+            .authenticated_segment()
+            .map_err(|e| from_luks(e, &place))?;
+        let spec = auth_spec(&seg, &place)?;
+        Mode::Authenticated(spec, seg.sector_size as usize)
+    } else {
+        Mode::Plain(luks.segment().map_err(|e| from_luks(e, &place))?)
+    };
     let backend = a.crypto_backend.backend();
     let pass = a.key.source().read(
         &format!("Enter passphrase for {}: ", a.volume.display()),
@@ -147,18 +185,67 @@ fn unlock_luks(a: &VolumeArgs) -> CliResult<VolumeKey> {
         .map_err(|e| from_luks(e, &place))?;
     drop(pass);
     drop(hdr);
-    Ok(VolumeKey {
-        key,
-        cipher: seg.cipher,
-        sector_size: seg.sector_size as usize,
-        iv_tweak: seg.iv_tweak,
-        backend,
-        facts: vec![
-            ("keyslot", slot.to_string()),
-            ("unlocked", format!("keyslot {slot} ({place})")),
-        ],
-        place,
+    let facts = vec![
+        ("keyslot", slot.to_string()),
+        ("unlocked", format!("keyslot {slot} ({place})")),
+    ];
+    Ok(match mode {
+        Mode::Plain(seg) => UnlockedVolume::Plain(VolumeKey {
+            key,
+            cipher: seg.cipher,
+            sector_size: seg.sector_size as usize,
+            iv_tweak: seg.iv_tweak,
+            backend,
+            facts,
+            place,
+        }),
+        Mode::Authenticated(spec, sector_size) => UnlockedVolume::Authenticated(AuthVolumeKey {
+            key,
+            spec,
+            sector_size,
+            facts,
+            place,
+        }),
     })
+}
+
+/// The sector AEAD of an authenticated segment, if the keep can serve it.
+fn auth_spec(seg: &cryptkeep_luks::AuthSegment, place: &str) -> CliResult<AuthSpec> {
+    let spec = AuthSpec::parse(&seg.encryption, &seg.integrity).map_err(|e| {
+        CliError::new(
+            Code::Usage,
+            e.to_string(),
+            place,
+            "this authenticated mode is not supported; open the volume with cryptsetup",
+        )
+    })?;
+    // The AEAD keys its tag MAC with the mode's default MAC key size and
+    // binds the sector number without an offset.
+    if seg.integrity_key_bytes != spec.mac_key_bytes() {
+        return Err(CliError::new(
+            Code::Usage,
+            format!(
+                "integrity key of {} bytes for {} (supported: {})",
+                seg.integrity_key_bytes,
+                seg.integrity,
+                spec.mac_key_bytes()
+            ),
+            place,
+            "open the volume with cryptsetup",
+        ));
+    }
+    if seg.iv_tweak != 0 {
+        return Err(CliError::new(
+            Code::Usage,
+            format!(
+                "authenticated segment with an IV offset of {} sectors",
+                seg.iv_tweak
+            ),
+            place,
+            "open the volume with cryptsetup",
+        ));
+    }
+    Ok(spec)
 }
 
 /// Reads the password and unwraps the overlay's master key; the keep

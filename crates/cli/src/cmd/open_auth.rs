@@ -10,6 +10,7 @@ use std::sync::Arc;
 use cryptkeep_crypto::sector_aead::{AuthSpec, SectorAead};
 use cryptkeep_crypto::SecretBytes;
 use cryptkeep_integrity::{read_superblock_at, Device, Mode, DEFAULT_BUFFER_SECTORS};
+use cryptkeep_keep::auth_crypt::KeepAuthCrypt;
 use cryptkeep_keep::keep::Keep;
 use cryptkeep_luks::{AuthSegment, Luks};
 use cryptkeep_volume::{AuthCrypt, AuthVolume, InlineAuthCrypt};
@@ -113,11 +114,16 @@ pub fn keep_crypt(
     auth: &AuthPayload,
     place: &str,
 ) -> CliResult<Arc<dyn AuthCrypt>> {
-    let _ = (keep, auth);
-    Err(unsupported(
-        "authenticated volumes with the key in a keep process".into(),
-        place,
-    ))
+    let crypt = KeepAuthCrypt::new(keep, auth.seg.sector_size as usize, auth.spec.tuple_bytes())
+        .map_err(|e| {
+            CliError::new(
+                Code::Daemon,
+                format!("cannot use the keep: {e}"),
+                place,
+                "close and open again",
+            )
+        })?;
+    Ok(Arc::new(crypt))
 }
 
 /// Opens the integrity device and serves it through `crypt`; failures are

@@ -134,7 +134,8 @@ impl Allowlist {
 ///   rt_sigprocmask, sigaltstack, getpid, gettid, tgkill (abort), rseq and
 ///   set_robust_list (glibc's start of a thread created just before the
 ///   filter went in), membarrier, sched_getaffinity (malloc arena count);
-/// - getrandom (nonces, RSA key generation).
+/// - getrandom (nonces, the random IVs of authenticated volume sectors,
+///   RSA key generation).
 ///
 /// openat (and open on x86_64) fail with EACCES instead of killing: glibc's
 /// malloc opens `/proc/sys/vm/overcommit_memory` the first time it shrinks

@@ -20,10 +20,13 @@
 //!    peer closes the channel; then the keys are dropped and wiped.
 //!
 //! Each kind answers only its own operations ([`crate::proto::VOLUME_OPS`],
-//! [`crate::proto::OVERLAY_OPS`], [`crate::proto::RUNTIME_OPS`]); every
+//! or [`crate::proto::AUTH_VOLUME_OPS`] for a volume keep given an
+//! [`AuthVolumeKey`], [`crate::proto::OVERLAY_OPS`],
+//! [`crate::proto::RUNTIME_OPS`]); every
 //! other code is [`crate::proto::STATUS_UNSUPPORTED`]. A failure before
 //! READY is sent to the spawner as FAILED with an exit code and returned.
 
+mod auth_volume;
 mod overlay;
 mod runtime;
 mod volume;
@@ -32,9 +35,10 @@ use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use auth_volume::{AuthVolumeHandler, AuthVolumeKey};
 pub use overlay::{run_overlay, OverlayHandler, OverlayKey};
 pub use runtime::{run_runtime, RuntimeHandler, MAX_REPEAT};
-pub use volume::{run_volume, VolumeHandler, VolumeKey};
+pub use volume::{run_volume, UnlockedVolume, VolumeHandler, VolumeKey};
 
 use crate::keep::{send_failed, Failure};
 use crate::secret_heap;

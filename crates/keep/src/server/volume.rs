@@ -1,9 +1,13 @@
 //! The volume keep: holds one volume key and answers sector encryption and
-//! decryption with it ([`crate::proto::VOLUME_OPS`]), nothing else.
+//! decryption with it ([`crate::proto::VOLUME_OPS`]), or, for an
+//! authenticated volume, sector sealing and opening
+//! ([`crate::proto::AUTH_VOLUME_OPS`], see [`super::auth_volume`]), nothing
+//! else.
 
 use cryptkeep_crypto::{new_sector_cipher, Backend, CipherSpec, SecretBytes};
 use cryptkeep_volume::{InlineCrypt, SectorCrypt};
 
+use super::auth_volume::{self, AuthVolumeHandler, AuthVolumeKey};
 use super::{Facts, Prepared, ServerConfig};
 use crate::keep::Failure;
 use crate::proto::*;
@@ -54,18 +58,43 @@ impl VolumeKey {
     }
 }
 
+/// What a volume keep's unlock step produced: the key of a plain volume
+/// (sector cipher) or of an authenticated one (sector AEAD). The keep
+/// serves [`VOLUME_OPS`] for the first, [`AUTH_VOLUME_OPS`] for the
+/// second, and refuses the other kind's operations.
+pub enum UnlockedVolume {
+    /// A plain volume (`aes-xts-plain64`, ...).
+    Plain(VolumeKey),
+    /// An authenticated volume (LUKS2 `--integrity`).
+    Authenticated(AuthVolumeKey),
+}
+
+impl From<VolumeKey> for UnlockedVolume {
+    fn from(k: VolumeKey) -> UnlockedVolume {
+        UnlockedVolume::Plain(k)
+    }
+}
+
+impl From<AuthVolumeKey> for UnlockedVolume {
+    fn from(k: AuthVolumeKey) -> UnlockedVolume {
+        UnlockedVolume::Authenticated(k)
+    }
+}
+
 /// Runs a volume keep: `unlock` (the host's: read the passphrase, open a
-/// keyslot, check the digest) gives the volume key; the keep then serves
-/// [`VOLUME_OPS`] until its peer closes the channel. Call it from the
+/// keyslot, check the digest) gives the volume key, a [`VolumeKey`] or an
+/// [`AuthVolumeKey`] (or an [`UnlockedVolume`] holding either, when the
+/// header decides); the keep then serves [`VOLUME_OPS`] or
+/// [`AUTH_VOLUME_OPS`] until its peer closes the channel. Call it from the
 /// main thread of the process the spawner started. Returns when the keep
 /// has stopped and wiped its keys; `Err` carries the failure (already sent
 /// to the spawner when it came before READY) and its exit code.
-pub fn run_volume(
+pub fn run_volume<K: Into<UnlockedVolume>>(
     mut cfg: ServerConfig,
-    unlock: impl FnOnce() -> Result<VolumeKey, Failure>,
+    unlock: impl FnOnce() -> Result<K, Failure>,
 ) -> Result<(), Failure> {
     let (control, lc_hooked) = super::start(&mut cfg)?;
-    let prepared = match prepare(unlock) {
+    let prepared = match prepare(|| unlock().map(Into::into)) {
         Ok(p) => p,
         Err(f) => return Err(super::tell(&control, f)),
     };
@@ -76,13 +105,66 @@ pub fn run_volume(
     super::serve(cfg, control, lc_hooked, prepared)
 }
 
+/// Either kind of volume keep's handler.
+enum AnyVolumeHandler {
+    Plain(VolumeHandler),
+    Authenticated(AuthVolumeHandler),
+}
+
+impl Handler for AnyVolumeHandler {
+    fn handle(&self, op: u32, first: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32> {
+        match self {
+            AnyVolumeHandler::Plain(h) => h.handle(op, first, buf, in_len),
+            AnyVolumeHandler::Authenticated(h) => h.handle(op, first, buf, in_len),
+        }
+    }
+}
+
 // Not inlined: its frames (and the unlock's) must lie below run_volume's,
 // where wipe_stack wipes.
 #[inline(never)]
 fn prepare(
-    unlock: impl FnOnce() -> Result<VolumeKey, Failure>,
-) -> Result<Prepared<VolumeHandler>, Failure> {
-    let vk = unlock()?;
+    unlock: impl FnOnce() -> Result<UnlockedVolume, Failure>,
+) -> Result<Prepared<AnyVolumeHandler>, Failure> {
+    match unlock()? {
+        UnlockedVolume::Plain(vk) => prepare_plain(vk),
+        UnlockedVolume::Authenticated(ak) => prepare_auth(ak),
+    }
+}
+
+/// The authenticated volume's key into secret memory and its sector AEAD.
+fn prepare_auth(ak: AuthVolumeKey) -> Result<Prepared<AnyVolumeHandler>, Failure> {
+    super::activate_heap();
+    let mut secret = super::new_secret(ak.key.len())?;
+    secret.as_mut_slice().copy_from_slice(ak.key.as_slice());
+    let AuthVolumeKey {
+        key,
+        spec,
+        sector_size,
+        place,
+        facts: host_facts,
+    } = ak;
+    drop(key);
+    let kind = super::secret_kind(&secret);
+    let handler = auth_volume::build(&spec, secret.as_slice(), sector_size, &place)?;
+    let mut facts = vec![
+        ("keep", "volume".to_string()),
+        (
+            "integrity",
+            format!("{} {}", spec.encryption(), spec.integrity()),
+        ),
+        ("secret_mem", kind.to_string()),
+    ];
+    facts.extend(host_facts);
+    Ok(Prepared {
+        handler: AnyVolumeHandler::Authenticated(handler),
+        secret: Some(secret),
+        facts,
+    })
+}
+
+/// The plain volume's key into secret memory and its sector cipher.
+fn prepare_plain(vk: VolumeKey) -> Result<Prepared<AnyVolumeHandler>, Failure> {
     super::activate_heap();
     let mut secret = super::new_secret(vk.key.len())?;
     secret.as_mut_slice().copy_from_slice(vk.key.as_slice());
@@ -113,7 +195,11 @@ fn prepare(
                 .into(),
         }
     })?;
-    let handler = VolumeHandler::new(InlineCrypt::new(c, sector_size, iv_tweak));
+    let handler = AnyVolumeHandler::Plain(VolumeHandler::new(InlineCrypt::new(
+        c,
+        sector_size,
+        iv_tweak,
+    )));
     let mut facts = vec![
         ("keep", "volume".to_string()),
         ("secret_mem", kind.to_string()),
