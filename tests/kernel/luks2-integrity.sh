@@ -77,8 +77,10 @@ done <<< "$matrix"
 # --- the kernel: opens cryptkeep's, formats and writes its own ---------------
 cat > "$W/guest-script.sh" <<'GUEST'
 . /harness/guest.sh
-while read -r n cipher integ bits sector; do
-  c=ck-$n
+while read -r job cipher integ bits sector; do
+  # (the guest library's helpers use n, m and k themselves)
+  c=ck-$job
+  k=k-$job
   if g_run "$c: kernel opens cryptkeep's volume" cryptsetup open --key-file /harness/key "$(g_disk "$c")" "$c"; then
     g_expect_sector "$c" "$sector"
     g_run "$c: e2fsck -fn in the kernel" e2fsck -fn "/dev/mapper/$c"
@@ -89,7 +91,6 @@ while read -r n cipher integ bits sector; do
     fi
     g_run "$c: close" cryptsetup close "$c"
   fi
-  k=k-$n
   g_run "$k: cryptsetup luksFormat --integrity $integ" cryptsetup luksFormat --batch-mode --type luks2 \
     --cipher "$cipher" --integrity "$integ" --key-size "$bits" --sector-size "$sector" \
     --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --key-file /harness/key "$(g_disk "$k")" || continue

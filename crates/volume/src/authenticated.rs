@@ -91,6 +91,11 @@ impl AuthVolume {
         self.read_only
     }
 
+    /// The integrity device underneath (its layout, for tests and tools).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
     /// Sectors that failed authentication since opening.
     pub fn mismatches(&self) -> u64 {
         self.mismatches.load(Ordering::Relaxed)

@@ -1,6 +1,7 @@
 //! The integration tests of cryptkeep-volume, one module per topic, in one
 //! test binary.
 
+mod authenticated;
 mod bench_engine;
 mod ciphertext;
 mod common;
