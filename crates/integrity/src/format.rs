@@ -139,7 +139,10 @@ fn format_at(
         )));
     }
     let journal_sectors = match o.journal_bytes {
-        None => 0,
+        // The kernel sizes its default journal from the whole underlying
+        // device (1/128 of it, at most 64 MiB), not from the part after
+        // `start` that the target covers.
+        None => ((size / 512) >> 7).min(131_072) as u32,
         Some(b) => (b / 512).clamp(1, u64::from(u32::MAX)) as u32,
     };
     let mut sb = Geometry::plan(
