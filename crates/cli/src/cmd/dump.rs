@@ -85,8 +85,17 @@ pub fn run(a: Args) -> CliResult {
     })?;
     drop(drawing);
     let (_slot, vk) = unlocked.map_err(|e| from_luks(e, &place))?;
-    let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
-    let spec = seg.cipher.to_string();
+    // An authenticated segment's cipher is a string, not a sector cipher.
+    let spec = if luks.is_authenticated() {
+        luks.authenticated_segment()
+            .map_err(|e| from_luks(e, &place))?
+            .encryption
+    } else {
+        luks.segment()
+            .map_err(|e| from_luks(e, &place))?
+            .cipher
+            .to_string()
+    };
     let (cname, cmode) = spec.split_once('-').unwrap_or((spec.as_str(), ""));
     if a.json {
         let hex: zeroize::Zeroizing<String> =
