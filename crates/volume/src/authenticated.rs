@@ -5,15 +5,19 @@
 //! without one).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use cryptkeep_integrity::{Device, Error as IntegrityError, Mode};
 
-use crate::{AuthCrypt, Error};
+use crate::parallel::for_each_chunk;
+use crate::{AuthCrypt, Error, Parallelism};
 
-/// Bytes sealed or opened per request to the [`AuthCrypt`] (and per
-/// integrity I/O): bounds the buffers a large request needs.
+/// Bytes per integrity I/O: bounds the buffers a large request needs.
 const CHUNK_BYTES: usize = 1 << 20;
+
+/// Bytes sealed or opened per call to the [`AuthCrypt`]; the calls of one
+/// I/O are spread over the cores (the engine's helper pool).
+const CRYPT_BYTES: usize = 128 << 10;
 
 /// An authenticated volume: byte-range reads and writes, each sector
 /// checked on the way in and sealed on the way out.
@@ -105,6 +109,50 @@ impl AuthVolume {
         usize::from(self.dev.superblock().tag_size)
     }
 
+    /// Opens whole sectors from `sector` in `CRYPT_BYTES` pieces spread over
+    /// the cores; answers the failed sectors' indices, in order.
+    fn open_parallel(
+        &self,
+        sector: u64,
+        data: &mut [u8],
+        tuples: &[u8],
+    ) -> Result<Vec<usize>, Error> {
+        let ss = self.sector_size();
+        let tuple = self.crypt.tuple_size();
+        let per = CRYPT_BYTES / ss;
+        let failed = Mutex::new(Vec::new());
+        for_each_chunk(Parallelism::Pool, data, per * ss, &|i, c: &mut [u8]| {
+            let first = i * per;
+            let t = &tuples[first * tuple..(first + c.len() / ss) * tuple];
+            let f = self.crypt.open(sector + first as u64, c, t)?;
+            if !f.is_empty() {
+                let mut all = failed.lock().unwrap_or_else(|p| p.into_inner());
+                all.extend(f.into_iter().map(|k| first + k));
+            }
+            Ok(())
+        })?;
+        let mut all = failed.into_inner().unwrap_or_else(|p| p.into_inner());
+        all.sort_unstable();
+        Ok(all)
+    }
+
+    /// Seals whole sectors from `sector` in `CRYPT_BYTES` pieces spread over
+    /// the cores, writing their tuples to `tuples`.
+    fn seal_parallel(&self, sector: u64, data: &mut [u8], tuples: &mut [u8]) -> Result<(), Error> {
+        let ss = self.sector_size();
+        let tuple = self.crypt.tuple_size();
+        let per = CRYPT_BYTES / ss;
+        let out = Mutex::new(tuples);
+        for_each_chunk(Parallelism::Pool, data, per * ss, &|i, c: &mut [u8]| {
+            let first = i * per;
+            let mut t = vec![0u8; c.len() / ss * tuple];
+            self.crypt.seal(sector + first as u64, c, &mut t)?;
+            let mut all = out.lock().unwrap_or_else(|p| p.into_inner());
+            all[first * tuple..first * tuple + t.len()].copy_from_slice(&t);
+            Ok(())
+        })
+    }
+
     /// Reads and opens whole sectors from `sector` into `out`; a failing
     /// sector fails the request (and is counted and logged).
     fn read_sectors(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
@@ -124,7 +172,7 @@ impl AuthVolume {
             for (dst, src) in tu.chunks_exact_mut(tuple).zip(t.chunks_exact(ts)) {
                 dst.copy_from_slice(&src[..tuple]);
             }
-            let failed = self.crypt.open(first, part, tu)?;
+            let failed = self.open_parallel(first, part, tu)?;
             if let Some(&i) = failed.first() {
                 let total = self
                     .mismatches
@@ -162,7 +210,7 @@ impl AuthVolume {
             let buf = &mut sealed[..part.len()];
             buf.copy_from_slice(part);
             let tu = &mut tuples[..n * tuple];
-            self.crypt.seal(first, buf, tu)?;
+            self.seal_parallel(first, buf, tu)?;
             let t = &mut tags[..n * ts];
             for (dst, src) in t.chunks_exact_mut(ts).zip(tu.chunks_exact(tuple)) {
                 dst[..tuple].copy_from_slice(src);
