@@ -52,7 +52,8 @@ PY
 
 # read_all DEV: reads the whole device with direct I/O; prints how many reads failed.
 read_all() {
-  dd if="$1" of=/dev/null bs=1M iflag=direct conv=noerror status=none 2> "$W/dd.err" || true
+  # (status=none would also hide the read errors)
+  dd if="$1" of=/dev/null bs=1M iflag=direct conv=noerror 2> "$W/dd.err" || true
   grep -ci "input/output error" "$W/dd.err" || true
 }
 
@@ -90,6 +91,13 @@ check_mode() {
   (cd "$W/mnt" && sha256sum -c --quiet "$W/all.sha") || fail "$label: files differ after reopening"
   umount "$W/mnt"
   e2fsck -fn "$dev" > "$W/fsck.out" 2>&1 || { cat "$W/fsck.out"; fail "$label: e2fsck found errors"; }
+  "$CK" close "$name"
+
+  # The last writes are still in the journal, whose copy wins over the one
+  # in place (read-only opens read through it, read-write opens replay it);
+  # a read-write open replays it and starts a fresh one, so /victim's data
+  # then lives only in place.
+  "$CK" open "$img" "$name" --key-file "$W/pass" --keep "$keep" > /dev/null
   "$CK" close "$name"
 
   step "$label: one byte changed under /victim: that sector fails, nothing else"
