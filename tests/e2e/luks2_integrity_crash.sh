@@ -130,16 +130,19 @@ round() {
   # Reopen (replays the journal), then check everything through the device.
   dev=$("$CK" open "$img" "$NAME" --key-file "$W/pass" "${opts[@]}") || fail "round $r: reopen failed"
   torn=$(check "$r" "$mode" "$dev") || fail "round $r ($mode, $victim killed): see above"
-  TORN=$((TORN + torn))
+  TORN=$((TORN + torn)) ACKED=$((ACKED + $(wc -l < "$W/acks")))
+  [ -s "$W/werr" ] && CUT=$((CUT + 1))
   "$CK" close "$NAME" > /dev/null || fail "round $r: close after reopen failed"
 }
 
 phase() { # phase MODE VICTIM ROUNDS
   local start=$SECONDS
-  TORN=0
+  TORN=0 ACKED=0 CUT=0
   step "$3 rounds of SIGKILL to the $2 during synchronous writes ($1)"
   for ((r = 1; r <= $3; r++)); do round "$1" "$r" "$2"; done
-  echo "  $3 rounds, ${#want[@]} slots checked, $TORN torn sectors (EIO), $((SECONDS - start)) s"
+  echo "  $3 rounds ($CUT with a write cut by the kill), $ACKED writes acknowledged, ${#want[@]} slots checked, $TORN torn sectors (EIO), $((SECONDS - start)) s"
+  # Kills that always come after the last write would check nothing.
+  [ "$CUT" -ge $(( $3 / 2 )) ] || fail "only $CUT of $3 rounds killed the $2 during a write"
 }
 
 phase journal daemon "$ROUNDS"
