@@ -67,7 +67,20 @@ pub fn payload(
     }
     spec.check_key_bytes(seg.key_bytes)
         .map_err(|e| from_crypto(&e, place))?;
-    let sb = read_superblock_at(volume, seg.offset).map_err(|e| failed(e, place))?;
+    let sb = read_superblock_at(volume, seg.offset).map_err(|e| match e {
+        // The superblock is part of this LUKS2 volume's data area, not a
+        // device of its own: say where it was looked for.
+        cryptkeep_integrity::Error::NotIntegrity => CliError::new(
+            Code::Corrupt,
+            format!(
+                "no dm-integrity superblock (magic \"integrt\") at byte {}, where the authenticated data segment starts",
+                seg.offset
+            ),
+            place,
+            "the data area is damaged or does not belong to this header",
+        ),
+        e => failed(e, place),
+    })?;
     let block = sb.sectors_per_block() * 512;
     if usize::from(sb.tag_size) != spec.tuple_bytes() || block != seg.sector_size {
         return Err(CliError::new(
