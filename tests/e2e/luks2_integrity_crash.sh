@@ -24,10 +24,10 @@ NAME=ck-crash
 CHUNK=65536
 SS=512
 SLOTS=128   # 8 MiB of the device, in 64 KiB slots
-# chunk SEED: the 64 KiB written for SEED (its number repeated).
+# chunk STAMP: the 64 KiB written for STAMP (its number repeated).
 chunk() { yes "$1" | head -c $CHUNK; }
 set +o pipefail   # chunk's `yes` always ends on SIGPIPE
-declare -A want=()   # slot -> seeds allowed there: the last acknowledged, then later attempts
+declare -A want=()   # slot -> stamps allowed there: the last acknowledged, then later attempts
 
 status_json() { "$CK" status "$NAME" --json > "$W/st.json" 2>/dev/null; }
 daemon_pid() { status_json && sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$W/st.json"; }
@@ -66,24 +66,24 @@ for off in range(0, size, 1 << 20):
                 bad.add(s // ss)
 if bad and mode != 'direct':
     sys.exit(f"round {rnd} ({mode}): {len(bad)} sector(s) fail their tags after the crash, first {min(bad)}")
-def content(seed):
-    if seed == 'zero':
+def content(stamp):
+    if stamp == 'zero':
         return bytes(chunk)
-    line = (seed + '\n').encode()
+    line = (stamp + '\n').encode()
     return (line * (chunk // len(line) + 1))[:chunk]
 torn = 0
 for row in open(allowed):
-    slot, *seeds = row.split()
+    slot, *stamps = row.split()
     base = int(slot) * chunk
     got = data[base:base + chunk]
-    options = [content(s) for s in seeds]
+    options = [content(s) for s in stamps]
     for b in range(0, chunk, ss):
         if (base + b) // ss in bad:
             torn += 1
             continue
         if any(got[b:b + ss] == o[b:b + ss] for o in options):
             continue
-        sys.exit(f"round {rnd} ({mode}): slot {slot} sector {b // ss} holds none of {seeds}")
+        sys.exit(f"round {rnd} ({mode}): slot {slot} sector {b // ss} holds none of {stamps}")
 print(torn)
 PY
 }
@@ -99,11 +99,11 @@ round() {
   : > "$W/acks"; : > "$W/tries"; : > "$W/werr"
   (
     for ((i = 0; i < 400; i++)); do
-      seed=$((r * 1000 + i)); slot=$(( (seed * 7919) % SLOTS ))
-      chunk "$seed" > "$W/chunk" || true
-      echo "$slot $seed" >> "$W/tries"
+      stamp=$((r * 1000 + i)); slot=$(( (stamp * 7919) % SLOTS ))
+      chunk "$stamp" > "$W/chunk" || true
+      echo "$slot $stamp" >> "$W/tries"
       dd if="$W/chunk" of="$dev" bs=$CHUNK seek="$slot" oflag=direct,sync conv=notrunc status=none 2> "$W/werr" || exit 0
-      echo "$slot $seed" >> "$W/acks"
+      echo "$slot $stamp" >> "$W/acks"
       [ "$victim" = keep ] || [ "$i" -lt 39 ] || exit 0
     done
   ) &
@@ -124,8 +124,8 @@ round() {
   [ ! -e "$CRYPTKEEP_RUN_DIR/$NAME" ] || fail "round $r: close left the state record"
   [ "$(our_loops)" = 0 ] || { losetup -a; fail "round $r: close left a loop device"; }
   # An acknowledged write replaces what a slot may hold; an attempt adds.
-  while read -r slot seed; do
-    if grep -qx "$slot $seed" "$W/acks"; then want[$slot]=$seed; else want[$slot]="${want[$slot]:-zero} $seed"; fi
+  while read -r slot stamp; do
+    if grep -qx "$slot $stamp" "$W/acks"; then want[$slot]=$stamp; else want[$slot]="${want[$slot]:-zero} $stamp"; fi
   done < "$W/tries"
   # Reopen (replays the journal), then check everything through the device.
   dev=$("$CK" open "$img" "$NAME" --key-file "$W/pass" "${opts[@]}") || fail "round $r: reopen failed"
