@@ -265,7 +265,7 @@ with open(f"{out}/chart.dat", "w") as d:
 PY
 if command -v gnuplot >/dev/null; then
   gnuplot <<GP 2>>"$out/run.log" || log "gnuplot failed (see run.log)"
-set terminal svg size 1100,900 dynamic font "sans,11" background "white"
+set terminal svg size 1100,900 dynamic noenhanced font "sans,11" background "white"
 set output "$out/chart.svg"
 set multiplot layout 2,1 title "Throughput relative to the raw tmpfs file: cryptkeep (--keep $keep) vs the kernel (the dm-integrity report)"
 set style data histograms
@@ -276,7 +276,7 @@ set grid ytics
 set yrange [0:*]
 set key top right
 set datafile missing "NaN"
-set xtics rotate by -35 scale 0 font ",9"
+set xtics rotate by 35 right scale 0 font ",9"
 set ylabel "read / raw tmpfs"
 plot "$out/chart.dat" using 2:xtic(1) title "cryptkeep" lc rgb "#1f77b4", "" using 3 title "kernel" lc rgb "#aaaaaa"
 set ylabel "write / raw tmpfs"

@@ -11,6 +11,7 @@ pkgs=(
   qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-utils   # the kernel harness (tests/kernel)
   gocryptfs                                  # overlay oracle
   fio bindfs hdparm openssl                  # benchmarks and their peers
+  gnuplot-nox                                # scripts/bench-integrity.sh: the chart
   argon2                                     # oracle: reference Argon2 CLI (crypto tests)
   stress-ng rsync python3                    # tests/e2e/fs_stress.sh; scripts/bench-*.sh
 )
