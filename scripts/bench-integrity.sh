@@ -294,6 +294,7 @@ if [ -n "$profile" ]; then
     [ "$row" = // ] || [ -n "${na[$row]:-}" ] || [ -n "${failed[$row]:-}" ] && continue
     setup "$row" || { log "$row: cannot set up for perf"; continue; }
     pids=$(our_pids | paste -sd,)
+    procs=$(for p in ${pids//,/ }; do tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-50; echo; done | paste -sd';')
     tag=$(slug "$row")
     fio_run "$dev" write "$tag-perf-write" > "$w/perf-bw" &
     fpid=$!
@@ -302,12 +303,13 @@ if [ -n "$profile" ]; then
       >/dev/null 2>>"$out/run.log" || true
     wait $fpid || true
     teardown
-    { echo "# $row: write under perf: $(cat "$w/perf-bw") MiB/s; pids $pids ($(for p in ${pids//,/ }; do
-        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-60; done))"
-      perf report -i "$w/perf.data" --no-children --stdio 2>/dev/null | grep -v '^$' | head -80
-      echo; echo "# by shared object"
-      perf report -i "$w/perf.data" --no-children --stdio --sort dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -20
-    } > "$out/perf-$tag.txt"
+    rep() { perf report -i "$w/perf.data" --no-children --stdio "$@" 2>/dev/null | grep -v '^$' || true; }
+    { echo "# $row: write under perf: $(cat "$w/perf-bw") MiB/s; pids $pids ($procs)"
+      echo "## by symbol, all threads together"; rep --sort sym -g none | grep -v '^#' | head -40
+      echo "## by thread"; rep --sort comm -g none | grep -v '^#' | head -20
+      echo "## by shared object"; rep --sort dso -g none | grep -v '^#' | head -10
+      echo "## call graphs (perf report --no-children)"; rep | head -150
+    } > "$out/perf-$tag.txt" || true  # (head closes the pipes early)
     rm -f "$w/perf.data"
     log "$row: profile in $out/perf-$tag.txt"
   done
