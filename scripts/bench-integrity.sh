@@ -127,11 +127,13 @@ mount -t tmpfs -o size=$(( size_mib + 256 ))M tmpfs "$t"
 head -c 32 /dev/urandom > "$w/hmac.key"
 printf 'bench' > "$w/pass"
 
-# The serving processes of this run (the daemon and, with --keep process, the keep).
+# The serving processes of this run: the daemon and its children (with --keep
+# process, the keep: /proc/self/exe __keep, named "exe").
 our_pids() {
   local p
-  for p in $(pgrep cryptkeep || true); do
-    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "CRYPTKEEP_RUN_DIR=$w/run" && echo "$p"
+  for p in $(pgrep -x cryptkeep || true); do
+    { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "CRYPTKEEP_RUN_DIR=$w/run" || continue
+    echo "$p"; pgrep -P "$p" || true
   done
   return 0
 }
