@@ -427,8 +427,16 @@ impl Device {
                 source: std::io::Error::from_raw_os_error(libc::ENOSPC),
             });
         }
-        let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
         let bs = self.block_size() as u64;
+        if offset.is_multiple_of(bs) && end.is_multiple_of(bs) {
+            // Whole blocks: tagged before the lock (concurrent writers hash
+            // in parallel), written without a copy.
+            let sector = offset / 512;
+            let tags = self.tags_of(sector, data)?;
+            let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
+            return self.write_raw(sector, data, &tags);
+        }
+        let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
         let first = offset / bs;
         let last = end.div_ceil(bs);
         let mut blocks = vec![0u8; ((last - first) * bs) as usize];
@@ -447,22 +455,26 @@ impl Device {
     /// Writes whole blocks starting at data sector `sector`, tagged with
     /// the device's own algorithm.
     fn write_blocks(&self, sector: u64, blocks: &[u8]) -> Result<(), Error> {
+        let tags = self.tags_of(sector, blocks)?;
+        self.write_raw(sector, blocks, &tags)
+    }
+
+    /// The tags, with the device's own algorithm, of whole blocks starting
+    /// at data sector `sector`.
+    fn tags_of(&self, sector: u64, blocks: &[u8]) -> Result<Vec<u8>, Error> {
         let hash = self.hash()?;
         let bs = self.block_size();
         let spb = u64::from(self.geometry.sectors_per_block);
         let ts = self.geometry.tag_size as usize;
-        let n = blocks.len() / bs;
-        let mut tags = vec![0u8; n * ts];
-        for i in 0..n {
-            let s = sector + i as u64 * spb;
-            hash.tag(
-                self.salt(),
-                s,
-                &blocks[i * bs..(i + 1) * bs],
-                &mut tags[i * ts..(i + 1) * ts],
-            );
+        let mut tags = vec![0u8; blocks.len() / bs * ts];
+        for (i, (block, tag)) in blocks
+            .chunks_exact(bs)
+            .zip(tags.chunks_exact_mut(ts))
+            .enumerate()
+        {
+            hash.tag(self.salt(), sector + i as u64 * spb, block, tag);
         }
-        self.write_raw(sector, blocks, &tags)
+        Ok(tags)
     }
 
     /// Writes whole blocks and their tags: through the journal (commit,

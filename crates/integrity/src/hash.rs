@@ -20,12 +20,13 @@ pub enum TagHash {
     Sha1,
     /// SHA-256, 32 bytes.
     Sha256,
-    /// HMAC-SHA-1 with a key.
-    HmacSha1(Zeroizing<Vec<u8>>),
-    /// HMAC-SHA-256 with a key.
-    HmacSha256(Zeroizing<Vec<u8>>),
-    /// HMAC-SHA-512 with a key.
-    HmacSha512(Zeroizing<Vec<u8>>),
+    /// HMAC-SHA-1, keyed once (the inner and outer key blocks hashed;
+    /// each tag starts from a copy).
+    HmacSha1(Box<Hmac<Sha1>>),
+    /// HMAC-SHA-256, keyed once.
+    HmacSha256(Box<Hmac<Sha256>>),
+    /// HMAC-SHA-512, keyed once.
+    HmacSha512(Box<Hmac<Sha512>>),
 }
 
 impl std::fmt::Debug for TagHash {
@@ -46,9 +47,9 @@ impl TagHash {
             "crc32c" => TagHash::Crc32c,
             "sha1" => TagHash::Sha1,
             "sha256" => TagHash::Sha256,
-            "hmac-sha1" | "hmac(sha1)" => return Ok(TagHash::HmacSha1(need(key)?)),
-            "hmac-sha256" | "hmac(sha256)" => return Ok(TagHash::HmacSha256(need(key)?)),
-            "hmac-sha512" | "hmac(sha512)" => return Ok(TagHash::HmacSha512(need(key)?)),
+            "hmac-sha1" | "hmac(sha1)" => return Ok(TagHash::HmacSha1(keyed(&need(key)?)?)),
+            "hmac-sha256" | "hmac(sha256)" => return Ok(TagHash::HmacSha256(keyed(&need(key)?)?)),
+            "hmac-sha512" | "hmac(sha512)" => return Ok(TagHash::HmacSha512(keyed(&need(key)?)?)),
             other => {
                 return Err(Error::BadHash(format!(
                     "unknown or unsupported algorithm {other:?} (crc32c, sha1, sha256, \
@@ -102,9 +103,9 @@ impl TagHash {
             }
             TagHash::Sha1 => hash_into::<Sha1>(&parts, &mut digest[..]),
             TagHash::Sha256 => hash_into::<Sha256>(&parts, &mut digest[..]),
-            TagHash::HmacSha1(k) => mac_into::<Hmac<Sha1>>(k, &parts, &mut digest[..]),
-            TagHash::HmacSha256(k) => mac_into::<Hmac<Sha256>>(k, &parts, &mut digest[..]),
-            TagHash::HmacSha512(k) => mac_into::<Hmac<Sha512>>(k, &parts, &mut digest[..]),
+            TagHash::HmacSha1(k) => mac_into(&**k, &parts, &mut digest[..]),
+            TagHash::HmacSha256(k) => mac_into(&**k, &parts, &mut digest[..]),
+            TagHash::HmacSha512(k) => mac_into(&**k, &parts, &mut digest[..]),
         }
         let m = out.len().min(n);
         out[..m].copy_from_slice(&digest[..m]);
@@ -123,9 +124,16 @@ fn hash_into<D: Digest>(parts: &[&[u8]], out: &mut [u8]) {
     out[..r.len()].copy_from_slice(&r);
 }
 
-/// The MAC of `parts` under `key` into the start of `out`.
-fn mac_into<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]], out: &mut [u8]) {
-    let mut m = <M as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
+/// An HMAC keyed with `key`.
+fn keyed<M: Mac + KeyInit>(key: &[u8]) -> Result<Box<M>, Error> {
+    <M as KeyInit>::new_from_slice(key)
+        .map(Box::new)
+        .map_err(|e| Error::BadHash(format!("the HMAC key: {e}")))
+}
+
+/// The MAC of `parts` under the keyed `mac` into the start of `out`.
+fn mac_into<M: Mac + Clone>(mac: &M, parts: &[&[u8]], out: &mut [u8]) {
+    let mut m = mac.clone();
     for p in parts {
         m.update(p);
     }
