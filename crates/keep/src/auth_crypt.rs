@@ -146,20 +146,80 @@ impl AuthCrypt for KeepAuthCrypt {
     }
 
     fn seal(&self, sector: u64, data: &mut [u8], tuples: &mut [u8]) -> Result<(), VolumeError> {
-        let n = self.sectors(data.len(), tuples.len())?;
+        self.seal_batches(sector, None, data, tuples)
+    }
+
+    fn seal_into(
+        &self,
+        sector: u64,
+        src: &[u8],
+        dst: &mut [u8],
+        tuples: &mut [u8],
+    ) -> Result<(), VolumeError> {
+        if src.len() != dst.len() {
+            return Err(VolumeError::Crypt(format!(
+                "sealing {} bytes into {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        self.seal_batches(sector, Some(src), dst, tuples)
+    }
+
+    fn open(&self, sector: u64, data: &mut [u8], tuples: &[u8]) -> Result<Vec<usize>, VolumeError> {
+        self.sectors(data.len(), tuples.len())?;
+        let (ss, ts) = (self.sector_size, self.tuple_size);
+        // `data` is both the input and the output: keep the ciphertext
+        // aside (the request buffers are filled from it batch by batch).
+        let cipher = zeroize::Zeroizing::new(data.to_vec());
+        self.open_batches(sector, data, &mut |i, d, t| {
+            d.copy_from_slice(&cipher[i * ss..i * ss + d.len()]);
+            t.copy_from_slice(&tuples[i * ts..i * ts + t.len()]);
+            Ok(())
+        })
+    }
+
+    fn open_from(
+        &self,
+        sector: u64,
+        out: &mut [u8],
+        fill: &mut dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), VolumeError>,
+    ) -> Result<Vec<usize>, VolumeError> {
+        if !out.len().is_multiple_of(self.sector_size) {
+            return Err(VolumeError::Crypt(format!(
+                "{} bytes are not whole {}-byte sectors",
+                out.len(),
+                self.sector_size
+            )));
+        }
+        self.open_batches(sector, out, fill)
+    }
+}
+
+impl KeepAuthCrypt {
+    /// Seals `dst` in place, or `src` into `dst`, batch by batch.
+    fn seal_batches(
+        &self,
+        sector: u64,
+        src: Option<&[u8]>,
+        dst: &mut [u8],
+        tuples: &mut [u8],
+    ) -> Result<(), VolumeError> {
+        let n = self.sectors(dst.len(), tuples.len())?;
         let (ss, ts) = (self.sector_size, self.tuple_size);
         let op = proto::OP_SEAL_SECTORS;
         let mut done = 0;
         while done < n {
             let k = self.batch.min(n - done);
-            let d = &mut data[done * ss..(done + k) * ss];
+            let d = &mut dst[done * ss..(done + k) * ss];
             let t = &mut tuples[done * ts..(done + k) * ts];
+            let from = src.map(|s| &s[done * ss..(done + k) * ss]);
             let len = k * (ss + ts);
             let (dl, tl) = (d.len(), t.len());
             self.round(op, sector + done as u64, len, len, &mut |stage| {
                 match stage {
                     Stage::Fill(buf) => {
-                        buf[..dl].copy_from_slice(d);
+                        buf[..dl].copy_from_slice(from.unwrap_or(d));
                         buf[dl..dl + tl].fill(0);
                     }
                     Stage::Take(ans) => {
@@ -177,25 +237,30 @@ impl AuthCrypt for KeepAuthCrypt {
         Ok(())
     }
 
-    fn open(&self, sector: u64, data: &mut [u8], tuples: &[u8]) -> Result<Vec<usize>, VolumeError> {
-        let n = self.sectors(data.len(), tuples.len())?;
+    /// Opens the sectors `fill` writes into the request buffer (batch by
+    /// batch: `fill(first index, data, tuples)`), the plaintext into `out`.
+    fn open_batches(
+        &self,
+        sector: u64,
+        out: &mut [u8],
+        fill: &mut dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), VolumeError>,
+    ) -> Result<Vec<usize>, VolumeError> {
         let (ss, ts) = (self.sector_size, self.tuple_size);
+        let n = out.len() / ss;
         let op = proto::OP_OPEN_SECTORS;
         let mut failed = Vec::new();
         let mut done = 0;
         while done < n {
             let k = self.batch.min(n - done);
-            let d = &mut data[done * ss..(done + k) * ss];
-            let t = &tuples[done * ts..(done + k) * ts];
+            let d = &mut out[done * ss..(done + k) * ss];
             let len = k * (ss + ts);
             let reply = len + proto::open_bitmap_len(k);
             let dl = d.len();
             self.round(op, sector + done as u64, len, reply, &mut |stage| {
                 let ans = match stage {
                     Stage::Fill(buf) => {
-                        buf[..dl].copy_from_slice(d);
-                        buf[dl..len].copy_from_slice(t);
-                        return Ok(());
+                        let (data, rest) = buf.split_at_mut(dl);
+                        return fill(done, data, &mut rest[..len - dl]);
                     }
                     Stage::Take(ans) => ans,
                 };

@@ -25,4 +25,36 @@ pub trait AuthCrypt: Send + Sync {
     /// batch) of the sectors whose tag failed; their bytes are zeros, never
     /// unauthenticated plaintext.
     fn open(&self, sector: u64, data: &mut [u8], tuples: &[u8]) -> Result<Vec<usize>, Error>;
+
+    /// Seals `src` into `dst` (the same length) and writes the tuples; as
+    /// [`AuthCrypt::seal`]. An implementation with its own buffers (the
+    /// keep's shared memory) copies `src` in and the result out once.
+    fn seal_into(
+        &self,
+        sector: u64,
+        src: &[u8],
+        dst: &mut [u8],
+        tuples: &mut [u8],
+    ) -> Result<(), Error> {
+        dst.copy_from_slice(src);
+        self.seal(sector, dst, tuples)
+    }
+
+    /// Opens the sectors `fill` reads into `out`, as [`AuthCrypt::open`]:
+    /// `fill(i, data, tuples)` writes the stored data and tuples of the
+    /// sectors from index `i` of this batch (as many as `data` holds) into
+    /// the buffers it is given. An implementation with its own buffers
+    /// (the keep's shared memory) hands those, so the device read lands
+    /// where the crypto runs and only the plaintext is copied out.
+    fn open_from(
+        &self,
+        sector: u64,
+        out: &mut [u8],
+        fill: &mut dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), Error>,
+    ) -> Result<Vec<usize>, Error> {
+        let n = out.len() / self.sector_size().max(1);
+        let mut tuples = vec![0u8; n * self.tuple_size()];
+        fill(0, out, &mut tuples)?;
+        self.open(sector, out, &tuples)
+    }
 }

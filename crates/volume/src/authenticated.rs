@@ -109,25 +109,34 @@ impl AuthVolume {
         usize::from(self.dev.superblock().tag_size)
     }
 
-    /// Opens whole sectors from `sector` in `CRYPT_BYTES` pieces spread over
-    /// the cores; answers the failed sectors' indices, in order.
-    fn open_parallel(
-        &self,
-        sector: u64,
-        data: &mut [u8],
-        tuples: &[u8],
-    ) -> Result<Vec<usize>, Error> {
+    /// Reads and opens whole sectors from `sector` into `out` in
+    /// `CRYPT_BYTES` pieces spread over the cores; answers the failed
+    /// sectors' indices, in order.
+    fn open_parallel(&self, sector: u64, out: &mut [u8]) -> Result<Vec<usize>, Error> {
         let ss = self.sector_size();
-        let tuple = self.crypt.tuple_size();
+        let spb = (ss / 512) as u64;
+        let (ts, tuple) = (self.tag_size(), self.crypt.tuple_size());
         let per = CRYPT_BYTES / ss;
         let failed = Mutex::new(Vec::new());
-        for_each_chunk(Parallelism::Pool, data, per * ss, &|i, c: &mut [u8]| {
-            let first = i * per;
-            let t = &tuples[first * tuple..(first + c.len() / ss) * tuple];
-            let f = self.crypt.open(sector + first as u64, c, t)?;
+        for_each_chunk(Parallelism::Pool, out, per * ss, &|i, c: &mut [u8]| {
+            let first = sector + (i * per) as u64;
+            let f = self.crypt.open_from(first, c, &mut |j, d, t| {
+                let at = (first + j as u64) * spb;
+                if ts == tuple {
+                    return self.dev.read_tagged(at, d, t).map_err(integrity_err);
+                }
+                let mut tags = vec![0u8; d.len() / ss * ts];
+                self.dev
+                    .read_tagged(at, d, &mut tags)
+                    .map_err(integrity_err)?;
+                for (dst, src) in t.chunks_exact_mut(tuple).zip(tags.chunks_exact(ts)) {
+                    dst.copy_from_slice(&src[..tuple]);
+                }
+                Ok(())
+            })?;
             if !f.is_empty() {
                 let mut all = failed.lock().unwrap_or_else(|p| p.into_inner());
-                all.extend(f.into_iter().map(|k| first + k));
+                all.extend(f.into_iter().map(|k| i * per + k));
             }
             Ok(())
         })?;
@@ -136,17 +145,26 @@ impl AuthVolume {
         Ok(all)
     }
 
-    /// Seals whole sectors from `sector` in `CRYPT_BYTES` pieces spread over
-    /// the cores, writing their tuples to `tuples`.
-    fn seal_parallel(&self, sector: u64, data: &mut [u8], tuples: &mut [u8]) -> Result<(), Error> {
+    /// Seals whole sectors of `src` from `sector` into `dst` in
+    /// `CRYPT_BYTES` pieces spread over the cores, writing their tuples to
+    /// `tuples`.
+    fn seal_parallel(
+        &self,
+        sector: u64,
+        src: &[u8],
+        dst: &mut [u8],
+        tuples: &mut [u8],
+    ) -> Result<(), Error> {
         let ss = self.sector_size();
         let tuple = self.crypt.tuple_size();
         let per = CRYPT_BYTES / ss;
         let out = Mutex::new(tuples);
-        for_each_chunk(Parallelism::Pool, data, per * ss, &|i, c: &mut [u8]| {
+        for_each_chunk(Parallelism::Pool, dst, per * ss, &|i, c: &mut [u8]| {
             let first = i * per;
+            let from = &src[first * ss..first * ss + c.len()];
             let mut t = vec![0u8; c.len() / ss * tuple];
-            self.crypt.seal(sector + first as u64, c, &mut t)?;
+            self.crypt
+                .seal_into(sector + first as u64, from, c, &mut t)?;
             let mut all = out.lock().unwrap_or_else(|p| p.into_inner());
             all[first * tuple..first * tuple + t.len()].copy_from_slice(&t);
             Ok(())
@@ -157,22 +175,11 @@ impl AuthVolume {
     /// sector fails the request (and is counted and logged).
     fn read_sectors(&self, sector: u64, out: &mut [u8]) -> Result<(), Error> {
         let ss = self.sector_size();
-        let (ts, tuple) = (self.tag_size(), self.crypt.tuple_size());
         let spb = (ss / 512) as u64;
-        let mut tags = vec![0u8; CHUNK_BYTES.min(out.len()) / ss * ts];
-        let mut tuples = vec![0u8; tags.len() / ts * tuple];
         let mut first = sector;
         for part in out.chunks_mut(CHUNK_BYTES) {
             let n = part.len() / ss;
-            let t = &mut tags[..n * ts];
-            self.dev
-                .read_tagged(first * spb, part, t)
-                .map_err(integrity_err)?;
-            let tu = &mut tuples[..n * tuple];
-            for (dst, src) in tu.chunks_exact_mut(tuple).zip(t.chunks_exact(ts)) {
-                dst.copy_from_slice(&src[..tuple]);
-            }
-            let failed = self.open_parallel(first, part, tu)?;
+            let failed = self.open_parallel(first, part)?;
             if let Some(&i) = failed.first() {
                 let total = self
                     .mismatches
@@ -208,9 +215,8 @@ impl AuthVolume {
         for part in data.chunks(CHUNK_BYTES) {
             let n = part.len() / ss;
             let buf = &mut sealed[..part.len()];
-            buf.copy_from_slice(part);
             let tu = &mut tuples[..n * tuple];
-            self.seal_parallel(first, buf, tu)?;
+            self.seal_parallel(first, part, buf, tu)?;
             let t = &mut tags[..n * ts];
             for (dst, src) in t.chunks_exact_mut(ts).zip(tu.chunks_exact(tuple)) {
                 dst[..tuple].copy_from_slice(src);
