@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cryptkeep_volume::{AuthCrypt, Error as VolumeError};
+use cryptkeep_volume::{AuthCrypt, Error as VolumeError, SectorFill};
 
 use crate::crypt::volume_err;
 use crate::keep::{Keep, SlotAccess};
@@ -183,7 +183,7 @@ impl AuthCrypt for KeepAuthCrypt {
         &self,
         sector: u64,
         out: &mut [u8],
-        fill: &mut dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), VolumeError>,
+        fill: &mut SectorFill<'_>,
     ) -> Result<Vec<usize>, VolumeError> {
         if !out.len().is_multiple_of(self.sector_size) {
             return Err(VolumeError::Crypt(format!(
@@ -243,7 +243,7 @@ impl KeepAuthCrypt {
         &self,
         sector: u64,
         out: &mut [u8],
-        fill: &mut dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), VolumeError>,
+        fill: &mut SectorFill<'_>,
     ) -> Result<Vec<usize>, VolumeError> {
         let (ss, ts) = (self.sector_size, self.tuple_size);
         let n = out.len() / ss;

@@ -3,6 +3,11 @@
 
 use crate::Error;
 
+/// Writes the stored data and tuples of a run of sectors into the buffers
+/// it is given: `(index of the run's first sector in the batch, data,
+/// tuples)` (see [`AuthCrypt::open_from`]).
+pub type SectorFill<'a> = dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), Error> + 'a;
+
 /// Seals and opens runs of whole sectors of an authenticated data segment
 /// (LUKS2 `--integrity`): each sector is encrypted and authenticated on its
 /// own, and its metadata tuple (the authentication tag, then any stored IV,
@@ -50,7 +55,7 @@ pub trait AuthCrypt: Send + Sync {
         &self,
         sector: u64,
         out: &mut [u8],
-        fill: &mut dyn FnMut(usize, &mut [u8], &mut [u8]) -> Result<(), Error>,
+        fill: &mut SectorFill<'_>,
     ) -> Result<Vec<usize>, Error> {
         let n = out.len() / self.sector_size().max(1);
         let mut tuples = vec![0u8; n * self.tuple_size()];

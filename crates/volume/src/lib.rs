@@ -43,7 +43,7 @@ mod scratch;
 mod staged;
 mod write;
 
-pub use auth_crypt::AuthCrypt;
+pub use auth_crypt::{AuthCrypt, SectorFill};
 pub use authenticated::{AuthVolume, FailureHook};
 pub use crypt::{SectorCrypt, Staging};
 pub use engine::Engine;
