@@ -10,7 +10,9 @@
 # kernel opens each with cryptsetup: e2fsck -fn clean, the manifest checks
 # out. The kernel formats (`cryptsetup luksFormat --integrity`) and writes an
 # ext4 tree; cryptkeep opens each read-only: e2fsck -fn clean, the manifest
-# checks out. Both make the same dm-integrity superblock (integritysetup
+# checks out; `cryptkeep dump` of cryptsetup's header equals luksDump and
+# gives the same volume key, and our headers have cryptsetup's segment and
+# keyslot shape. Both make the same dm-integrity superblock (integritysetup
 # dump). Tampering: one byte of a data sector of a kernel-written image
 # is flipped; cryptkeep fails exactly one sector (status --json names it),
 # and the kernel fails that same sector and reads its neighbours.
@@ -126,6 +128,24 @@ if command -v integritysetup >/dev/null; then
 else
   kt_bad "integritysetup is missing: run scripts/install-deps.sh (apt-get install cryptsetup-bin)"
 fi
+
+# --- cryptsetup's headers: read as cryptsetup reads them, shaped as ours ----
+# The data segment section and the keyslot's key and cipher lines of a dump.
+shape() { awk '/^Data segments:/{on=1} /^Keyslots:/{on=0} on; /^\t(Key|Cipher|Cipher key):/' ; }
+while IFS='|' read -r n _; do
+  [ -n "$n" ] || continue
+  k=$W/k-$n.img
+  if diff <("$CK" dump "$k") <(cryptsetup luksDump "$k") > "$W/dump.diff"; then
+    kt_ok "k-$n: cryptkeep dump of cryptsetup's header equals cryptsetup luksDump"
+  else kt_bad "k-$n: the dumps differ:"; sed 's/^/    | /' "$W/dump.diff" >&2; fi
+  if cmp -s <("$CK" dump -q --dump-volume-key --key-file "$W/key" "$k" 2>/dev/null) \
+            <(cryptsetup luksDump -q --dump-volume-key --key-file "$W/key" "$k" 2>/dev/null); then
+    kt_ok "k-$n: cryptkeep unlocks cryptsetup's keyslot to the same volume key"
+  else kt_bad "k-$n: the volume keys differ (or a dump failed)"; fi
+  if diff <(cryptsetup luksDump "$W/ck-$n.img" | shape) <(cryptsetup luksDump "$k" | shape) > "$W/shape.diff"; then
+    kt_ok "ck-$n: the data segment and keyslot shape equal cryptsetup's"
+  else kt_bad "ck-$n: the header shape differs from cryptsetup's:"; sed 's/^/    | /' "$W/shape.diff" >&2; fi
+done <<< "$matrix"
 
 # --- cryptkeep reads what the kernel wrote ----------------------------------
 json_field() { grep -o "\"$1\": *\"\\?[^,\"}]*" | sed 's/^"[^"]*": *"\{0,1\}//' | head -n 1; }

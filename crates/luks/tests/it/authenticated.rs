@@ -1,7 +1,8 @@
 //! Authenticated LUKS2 volumes (`cryptsetup luksFormat --integrity`):
 //! headers we format are read by cryptsetup (luksDump byte for byte, the
-//! passphrase, the volume key); headers cryptsetup formats are read by us;
-//! malformed `integrity` objects are refused naming the field.
+//! passphrase, the volume key); malformed `integrity` objects are refused
+//! naming the field. (Headers cryptsetup formats are read by us in
+//! tests/kernel/luks2-integrity.sh, where the kernel can make them.)
 
 use std::path::Path;
 
@@ -115,119 +116,10 @@ us_cases! {
     us_chacha20_random_poly1305: "chacha20-random", "poly1305", 256, 0, 512;
 }
 
-/// Runs `cryptsetup luksFormat --integrity …` on `img`; `None` when
-/// cryptsetup cannot, because formatting the dm-integrity layer needs the
-/// kernel's device-mapper and an AEAD cipher the kernel's crypto API (the
-/// test then skips, or fails under CRYPTKEEP_TEST_ALL=1).
-fn cryptsetup_format(
-    img: &Path,
-    kf: &Path,
-    cipher: &str,
-    key_bits: usize,
-    integrity: &str,
-) -> Option<()> {
-    let bits = key_bits.to_string();
-    let mut args = vec![
-        "luksFormat",
-        "--batch-mode",
-        "--type",
-        "luks2",
-        "--cipher",
-        cipher,
-        "--key-size",
-        &bits,
-        "--integrity",
-        integrity,
-        "--integrity-no-wipe",
-        "--sector-size",
-        "4096",
-        "--key-file",
-        s(kf),
-    ];
-    args.extend(cs_kdf_args("pbkdf2"));
-    args.push(s(img));
-    let o = cryptsetup(&args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    let failed = !o.status.success();
-    if !cryptkeep_testkit::need::check(
-        "device-mapper",
-        !(failed && err.contains("device-mapper")),
-        "cryptsetup formats the dm-integrity layer of an authenticated volume through the kernel",
-    ) || !cryptkeep_testkit::need::check(
-        "kernel AEAD ciphers",
-        !(failed && err.contains("is not available")),
-        "cryptsetup checks an AEAD cipher through the kernel crypto API (AF_ALG) before formatting",
-    ) {
-        return None;
-    }
-    assert!(o.status.success(), "cryptsetup {args:?} failed: {err}");
-    Some(())
-}
-
-fn cryptsetup_to_us(cipher: &str, key_bits: usize, cs_integrity: &str, integrity: &str, ik: usize) {
-    need!(tool "cryptsetup");
-    let dir = TempDir::new("auth-cs2us");
-    let img = sparse(&dir.join("img"), 40);
-    let kf = keyfile(&dir, "key", b"auth pass");
-    if cryptsetup_format(&img, &kf, cipher, key_bits, cs_integrity).is_none() {
-        return;
-    }
-    let key = dump_volume_key(&img, &kf, None);
-    let f = open_rw(&img);
-    let l = Luks::load(&f).unwrap().luks;
-    assert!(l.is_authenticated());
-    let a = l.authenticated_segment().unwrap();
-    assert_eq!(a.encryption, cipher);
-    assert_eq!(a.integrity, integrity);
-    assert_eq!(a.key_bytes, key.len());
-    assert_eq!(a.integrity_key_bytes, ik);
-    assert_eq!(a.sector_size, 4096);
-    let (_, k) = l
-        .unlock(&f, b"auth pass", None, Backend::default())
-        .unwrap();
-    assert_eq!(k.as_slice(), &key[..]);
-    // Parse → serialise gives back cryptsetup's bytes; the dumps agree.
-    let raw = std::fs::read(&img).unwrap();
-    let json = l.as_luks2().unwrap().meta.to_json().unwrap();
-    assert_eq!(
-        &raw[4096..4096 + json.len()],
-        &json[..],
-        "JSON differs from cryptsetup's"
-    );
-    let dump = cryptsetup_ok(&["luksDump", s(&img)]);
-    assert_eq!(body(&l.dump()), body(&dump));
-
-    // Ours, formatted with the same options, has the same segment and keyslot shape.
-    let img2 = sparse(&dir.join("img2"), 40);
-    let ours = format_ours(&img2, cipher, integrity, &key, 4096);
-    let (mine, theirs) = (ours.dump_json(), l.dump_json());
-    assert_eq!(mine["segments"], theirs["segments"]);
-    assert_eq!(mine["config"], theirs["config"]);
-    for field in ["key_size", "af"] {
-        assert_eq!(mine["keyslots"]["0"][field], theirs["keyslots"]["0"][field]);
-    }
-    for field in ["encryption", "key_size", "offset", "size"] {
-        assert_eq!(
-            mine["keyslots"]["0"]["area"][field],
-            theirs["keyslots"]["0"]["area"][field]
-        );
-    }
-}
-
-#[test]
-fn cryptsetup_hmac_sha256() {
-    cryptsetup_to_us("aes-xts-plain64", 512, "hmac-sha256", "hmac(sha256)", 32);
-}
-
-#[test]
-fn cryptsetup_aegis128_aead() {
-    cryptsetup_to_us("aegis128-random", 128, "aead", "aead", 0);
-}
-
-#[test]
-fn cryptsetup_gcm_aead() {
-    cryptsetup_to_us("aes-gcm-random", 256, "aead", "aead", 0);
-}
+// Headers `cryptsetup luksFormat --integrity` makes need the kernel's
+// device-mapper to format: tests/kernel/luks2-integrity.sh makes them in
+// the kernel and compares them with ours there (luksDump, the volume key,
+// the segment and keyslot shape).
 
 /// A change to the JSON metadata.
 type Edit = fn(&mut serde_json::Value);
