@@ -237,9 +237,7 @@ impl Device {
         }
         let recalc_pending = superblock.has(FLAG_RECALCULATING)
             && superblock.recalc_sector < superblock.provided_data_sectors;
-        if mode != Mode::ReadOnly
-            && recalc_pending
-            && hash.as_ref().is_some_and(TagHash::is_keyed)
+        if mode != Mode::ReadOnly && recalc_pending && hash.as_ref().is_some_and(TagHash::is_keyed)
         {
             return Err(Error::Unsupported(
                 "resuming the recalculation of keyed tags (the kernel refuses it without legacy_recalculate)".into(),
@@ -343,7 +341,10 @@ impl Device {
                 let mut map = self.empty_bitmap(lbpb);
                 let sb = &self.superblock;
                 if sb.has(FLAG_RECALCULATING) && sb.recalc_sector < sb.provided_data_sectors {
-                    map.set(sb.recalc_sector, sb.provided_data_sectors - sb.recalc_sector);
+                    map.set(
+                        sb.recalc_sector,
+                        sb.provided_data_sectors - sb.recalc_sector,
+                    );
                 }
                 self.write_bitmap(&map, 0..map.bytes().len() / BITMAP_BLOCK_BYTES)?;
                 self.sync()?;
@@ -382,11 +383,7 @@ impl Device {
     }
 
     fn empty_bitmap(&self, lbpb: u8) -> Bitmap {
-        Bitmap::new(
-            &self.geometry,
-            self.superblock.log2_sectors_per_block,
-            lbpb,
-        )
+        Bitmap::new(&self.geometry, self.superblock.log2_sectors_per_block, lbpb)
     }
 
     /// The on-disk bitmap for 2^`lbpb` blocks per bit; all dirty if it
@@ -408,7 +405,8 @@ impl Device {
 
     /// Writes bitmap blocks `blocks` of `map` (not made durable).
     fn write_bitmap(&self, map: &Bitmap, blocks: std::ops::Range<usize>) -> Result<(), Error> {
-        let bytes = &map.bytes()[blocks.start * BITMAP_BLOCK_BYTES..blocks.end * BITMAP_BLOCK_BYTES];
+        let bytes =
+            &map.bytes()[blocks.start * BITMAP_BLOCK_BYTES..blocks.end * BITMAP_BLOCK_BYTES];
         let at = self.geometry.journal_offset(0, 0) + (blocks.start * BITMAP_BLOCK_BYTES) as u64;
         self.file
             .write_all_at(bytes, at)
@@ -1405,7 +1403,9 @@ mod bitmap_tests {
     }
 
     fn fill(len: usize, seed: u8) -> Vec<u8> {
-        (0..len).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect()
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(seed) ^ seed)
+            .collect()
     }
 
     fn verify(p: &Path) -> (Vec<u8>, VerifyReport) {
@@ -1426,7 +1426,11 @@ mod bitmap_tests {
         let s = sb(&p);
         assert!(s.has(FLAG_DIRTY_BITMAP));
         assert_eq!(s.log2_blocks_per_bitmap_bit, 10);
-        assert_eq!(on_disk_bits(&p), vec![0; 8], "activation writes a clear bitmap");
+        assert_eq!(
+            on_disk_bits(&p),
+            vec![0; 8],
+            "activation writes a clear bitmap"
+        );
         // Regions 2 and 3 (sectors 2048..4095): a write straddling them,
         // stopped right after its bits were made durable.
         d.crash_after_commit();
@@ -1435,7 +1439,10 @@ mod bitmap_tests {
         d.write_at(&data, at).unwrap();
         assert_eq!(on_disk_bits(&p)[0], 0b0000_1100);
         let in_place = raw(&p, d.geometry.data_sector(3000) * 512, 512);
-        assert!(in_place.iter().all(|&b| b == 0), "data written before its bit");
+        assert!(
+            in_place.iter().all(|&b| b == 0),
+            "data written before its bit"
+        );
         d.crash_after_commit = false;
         d.write_at(&data, at).unwrap();
         assert_eq!(on_disk_bits(&p)[0], 0b0000_1100, "bits stay until a flush");
@@ -1481,7 +1488,8 @@ mod bitmap_tests {
         let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
         f.write_all_at(&torn, g.data_sector(5001) * 512).unwrap();
         // Damage in a clean region (sector 9000, region 8).
-        f.write_all_at(&[0x5a], g.data_sector(9000) * 512 + 7).unwrap();
+        f.write_all_at(&[0x5a], g.data_sector(9000) * 512 + 7)
+            .unwrap();
         assert_eq!(on_disk_bits(&p)[0], 0b0001_0001);
         let (out, r) = verify(&p);
         assert_eq!(r.mismatches, vec![9000]);
@@ -1492,7 +1500,11 @@ mod bitmap_tests {
         let s = sb(&p);
         assert!(s.has(FLAG_RECALCULATING) && s.has(FLAG_DIRTY_BITMAP));
         assert_eq!(s.recalc_sector, s.provided_data_sectors);
-        assert_eq!(on_disk_bits(&p), vec![0; 8], "recalculated regions are clean");
+        assert_eq!(
+            on_disk_bits(&p),
+            vec![0; 8],
+            "recalculated regions are clean"
+        );
         let mut b = vec![0u8; 512];
         d.read_at(&mut b, 5001 * 512).unwrap();
         assert_eq!(b, torn);
@@ -1512,7 +1524,11 @@ mod bitmap_tests {
     /// size) recalculates every tag; entering it replays the journal first.
     #[test]
     fn switching_modes_does_what_the_kernel_does() {
-        for (mode, spb) in [(Mode::Journal, SPB), (Mode::Direct, SPB), (Mode::Bitmap, 256)] {
+        for (mode, spb) in [
+            (Mode::Journal, SPB),
+            (Mode::Direct, SPB),
+            (Mode::Bitmap, 256),
+        ] {
             let p = formatted(&format!("switch-{mode:?}"));
             let mut d = open(&p, Mode::Bitmap, opts(Duration::from_secs(3600)));
             d.crash_after_commit();
@@ -1520,7 +1536,8 @@ mod bitmap_tests {
             let g = d.geometry.clone();
             drop(d);
             let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
-            f.write_all_at(&[0x5a], g.data_sector(9000) * 512 + 7).unwrap();
+            f.write_all_at(&[0x5a], g.data_sector(9000) * 512 + 7)
+                .unwrap();
             let o = BitmapOptions {
                 sectors_per_bit: Some(spb),
                 flush_interval: Duration::ZERO,

@@ -72,7 +72,11 @@ pub struct BitmapArgs {
     pub sectors_per_bit: Option<u64>,
     /// Milliseconds after which dirty bits are cleared (at the next flush;
     /// default 10000).
-    #[arg(long = "bitmap-flush-time", value_name = "MS", requires = "bitmap_mode")]
+    #[arg(
+        long = "bitmap-flush-time",
+        value_name = "MS",
+        requires = "bitmap_mode"
+    )]
     pub flush_time: Option<u64>,
 }
 
