@@ -15,6 +15,15 @@
 //!   fails, as with the kernel.
 //! - Opening for writing replays the journal in place and starts a fresh
 //!   one; opening read-only lays it over the data in memory.
+//! - In bitmap mode (`--integrity-bitmap-mode`, the kernel's `B`) data
+//!   and tags are written in place; before that, the region's bit is set in
+//!   the on-disk bitmap (the journal area) and made durable. Bits are
+//!   cleared, once the writes are durable, at a flush at least the flush
+//!   interval after they were set, and at [`Device::close`]. Opening a
+//!   device left with dirty bits recalculates the tags of those regions,
+//!   with the kernel's `recalculating` flag and `recalc_sector` (see
+//!   `docs/format/integrity.md`, "Bitmap mode", for every switch between
+//!   modes).
 //! - [`Device::verify`] reads and checks every block in bulk.
 
 /// Blocks read and checked per request by [`Device::verify`].
@@ -24,13 +33,17 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
+use std::time::Instant;
+
+use crate::bitmap::{self, Bitmap, BitmapOptions, BITMAP_BLOCK_BYTES};
 
 use crate::geometry::{JOURNAL_BLOCK_SECTORS, JOURNAL_SECTOR_DATA};
 use crate::journal::{self, commit_id, Replay};
 use crate::superblock::{
-    FLAG_DIRTY_BITMAP, FLAG_FIXED_HMAC, FLAG_INLINE, FLAG_JOURNAL_MAC, FLAG_RECALCULATING,
-    MAX_TAG_SIZE,
+    FLAG_DIRTY_BITMAP, FLAG_FIXED_HMAC, FLAG_FIXED_PADDING, FLAG_INLINE, FLAG_JOURNAL_MAC,
+    FLAG_RECALCULATING, MAX_TAG_SIZE,
 };
 use crate::{Error, Geometry, Superblock, TagHash};
 
@@ -43,6 +56,30 @@ pub struct VerifyReport {
     pub from_journal: u64,
     /// First data sector of each block whose tag did not match.
     pub mismatches: Vec<u64>,
+    /// Blocks read without a check: their region is marked dirty in the
+    /// bitmap, or lies past `recalc_sector` (the next read-write open
+    /// recalculates their tags, as the kernel does; it does not check them
+    /// either until then).
+    pub unchecked: u64,
+    /// Of the unchecked blocks, those whose stored tag does not match.
+    pub stale: u64,
+}
+
+/// The kernel's recalculation step (`RECALC_SECTORS`).
+const RECALC_SECTORS: u64 = 32768;
+/// Steps between two superblock writes while recalculating
+/// (`RECALC_WRITE_SUPER`).
+const RECALC_WRITE_SUPER: u32 = 16;
+
+/// Bitmap mode's state while the device is open.
+#[derive(Debug)]
+struct BitmapState {
+    /// The on-disk bitmap as last written (a bit is set here, and made
+    /// durable, before its region is written).
+    map: Bitmap,
+    /// When the first bit since the last clearing was set.
+    dirtied_at: Option<Instant>,
+    options: BitmapOptions,
 }
 
 /// Where the next journal section goes.
@@ -64,6 +101,10 @@ pub enum Mode {
     Journal,
     /// Writes in place without a journal (`--integrity-no-journal`, `D`).
     Direct,
+    /// Writes in place, marking each region dirty in the on-disk bitmap
+    /// first (`--integrity-bitmap-mode`, `B`); needs the device's own tag
+    /// algorithm.
+    Bitmap,
 }
 
 /// An open integrity device.
@@ -82,8 +123,18 @@ pub struct Device {
     /// Writers exclude readers so a read never sees a block's new data
     /// with its old tag.
     io: RwLock<()>,
-    /// Stop after committing to the journal (tests of crash recovery).
+    /// Stop after committing to the journal, or after marking the bitmap
+    /// (tests of crash recovery).
     crash_after_commit: bool,
+    /// Bitmap mode's bitmap.
+    bitmap: Option<Mutex<BitmapState>>,
+    /// Read-only opens: regions marked dirty on disk, read unchecked.
+    dirty_regions: Option<Bitmap>,
+    /// Read-only opens: where recalculation stands, when unfinished;
+    /// blocks from there on are read unchecked.
+    recalc_from: Option<u64>,
+    /// [`Device::close`] ran: writes are refused.
+    closed: AtomicBool,
 }
 
 fn io_err(what: &str, at: u64, source: std::io::Error) -> Error {
@@ -102,7 +153,27 @@ impl Device {
         mode: Mode,
         buffer_sectors: u32,
     ) -> Result<Device, Error> {
-        Self::open_with(path, 0, Some(hash), mode, buffer_sectors)
+        Self::open_with(
+            path,
+            0,
+            Some(hash),
+            mode,
+            buffer_sectors,
+            BitmapOptions::default(),
+        )
+    }
+
+    /// Like [`Device::open`], with bitmap mode's options (used by
+    /// [`Mode::Bitmap`]; the other modes compare its region size with the
+    /// one a device left in bitmap mode recorded, as the kernel does).
+    pub fn open_with_bitmap(
+        path: &Path,
+        hash: TagHash,
+        mode: Mode,
+        buffer_sectors: u32,
+        bitmap: BitmapOptions,
+    ) -> Result<Device, Error> {
+        Self::open_with(path, 0, Some(hash), mode, buffer_sectors, bitmap)
     }
 
     /// Opens the device whose superblock lies at byte `start` of `path`
@@ -115,7 +186,14 @@ impl Device {
         mode: Mode,
         buffer_sectors: u32,
     ) -> Result<Device, Error> {
-        Self::open_with(path, start, None, mode, buffer_sectors)
+        Self::open_with(
+            path,
+            start,
+            None,
+            mode,
+            buffer_sectors,
+            BitmapOptions::default(),
+        )
     }
 
     fn open_with(
@@ -124,6 +202,7 @@ impl Device {
         hash: Option<TagHash>,
         mode: Mode,
         buffer_sectors: u32,
+        bitmap_options: BitmapOptions,
     ) -> Result<Device, Error> {
         if !start.is_multiple_of(512) {
             return Err(Error::BadSuperblock(format!(
@@ -138,20 +217,31 @@ impl Device {
             });
         }
         let superblock = crate::probe::superblock_at(&file, start)?;
-        for (flag, what) in [
-            (
-                FLAG_INLINE,
-                "inline mode (tags in the device's protection information)",
-            ),
-            (FLAG_DIRTY_BITMAP, "bitmap mode"),
-            (
-                FLAG_RECALCULATING,
-                "a device whose tags are being recalculated",
-            ),
-        ] {
-            if superblock.has(flag) {
-                return Err(Error::Unsupported(what.into()));
+        if superblock.has(FLAG_INLINE) {
+            return Err(Error::Unsupported(
+                "inline mode (tags in the device's protection information)".into(),
+            ));
+        }
+        if hash.is_none() {
+            // The kernel refuses these without an internal hash.
+            if mode == Mode::Bitmap {
+                return Err(Error::Unsupported(
+                    "bitmap mode without the device's own tag algorithm (the kernel allows it only with an internal hash)".into(),
+                ));
             }
+            if superblock.has(FLAG_RECALCULATING) || superblock.has(FLAG_DIRTY_BITMAP) {
+                return Err(Error::Unsupported(
+                    "recalculating tags the layer above computes".into(),
+                ));
+            }
+        }
+        let recalc_pending = superblock.has(FLAG_RECALCULATING)
+            && superblock.recalc_sector < superblock.provided_data_sectors;
+        if mode != Mode::ReadOnly && recalc_pending && hash.as_ref().is_some_and(TagHash::is_keyed)
+        {
+            return Err(Error::Unsupported(
+                "resuming the recalculation of keyed tags (the kernel refuses it without legacy_recalculate)".into(),
+            ));
         }
         if mode != Mode::ReadOnly && superblock.has(FLAG_JOURNAL_MAC) {
             return Err(Error::Unsupported(
@@ -159,10 +249,17 @@ impl Device {
             ));
         }
         let geometry = Geometry::new(&superblock, start / 512, size / 512, buffer_sectors)?;
-        let replay = journal::read(&geometry, &mut |buf, at| {
-            file.read_exact_at(buf, at)
-                .map_err(|e| io_err("the journal", at, e))
-        })?;
+        // With `dirty_bitmap` the journal area holds the bitmap.
+        let replay = if superblock.has(FLAG_DIRTY_BITMAP) {
+            Replay::default()
+        } else {
+            journal::read(&geometry, &mut |buf, at| {
+                file.read_exact_at(buf, at)
+                    .map_err(|e| io_err("the journal", at, e))
+            })?
+        };
+        let read_only = mode == Mode::ReadOnly;
+        let recalc_from = (read_only && recalc_pending).then_some(superblock.recalc_sector);
         let mut d = Device {
             file,
             superblock,
@@ -177,11 +274,305 @@ impl Device {
             }),
             io: RwLock::new(()),
             crash_after_commit: false,
+            bitmap: None,
+            dirty_regions: None,
+            recalc_from,
+            closed: AtomicBool::new(false),
         };
-        if mode != Mode::ReadOnly {
-            d.replay_in_place()?;
+        if read_only {
+            if d.superblock.has(FLAG_DIRTY_BITMAP) {
+                let lbpb = d.superblock.log2_blocks_per_bitmap_bit;
+                d.dirty_regions = Some(d.read_bitmap(lbpb)?);
+            }
+        } else {
+            d.activate(bitmap_options)?;
         }
         Ok(d)
+    }
+
+    /// What the kernel's resume does before serving I/O: a device left
+    /// with a dirty bitmap has its dirty regions (or, switching to another
+    /// mode or region size, everything) recalculated; a device left
+    /// cleanly has its journal replayed; bitmap mode then sets
+    /// `dirty_bitmap` and writes an empty bitmap.
+    fn activate(&mut self, options: BitmapOptions) -> Result<(), Error> {
+        let sb = self.superblock.clone();
+        let lbpb = bitmap::log2_blocks_per_bit(&self.geometry, &sb, options.sectors_per_bit);
+        let mut dirty: Option<Bitmap> = None;
+        if sb.has(FLAG_DIRTY_BITMAP) {
+            let same = sb.log2_blocks_per_bitmap_bit == lbpb;
+            if self.mode == Mode::Bitmap {
+                let map = if same {
+                    self.read_bitmap(lbpb)?
+                } else {
+                    // Another region size: every region is dirty.
+                    self.superblock.log2_blocks_per_bitmap_bit = lbpb;
+                    let mut map = self.empty_bitmap(lbpb);
+                    map.set_all();
+                    self.write_bitmap(&map, 0..map.bytes().len() / BITMAP_BLOCK_BYTES)?;
+                    self.sync()?;
+                    map
+                };
+                if map.any() {
+                    self.superblock.flags |= FLAG_RECALCULATING;
+                    self.superblock.recalc_sector = 0;
+                }
+                dirty = Some(map);
+            } else {
+                // Leaving bitmap mode: anything dirty (or a bitmap of
+                // another region size) means every tag is recalculated.
+                if !same || self.read_bitmap(lbpb)?.any() {
+                    self.superblock.flags |= FLAG_RECALCULATING;
+                    self.superblock.recalc_sector = 0;
+                }
+                crate::format::write_journal(&self.file, &self.geometry)?;
+                self.sync()?;
+                self.superblock.flags &= !FLAG_DIRTY_BITMAP;
+            }
+            self.write_superblock()?;
+            self.sync()?;
+        } else {
+            self.replay_in_place()?;
+            if self.mode == Mode::Bitmap {
+                self.superblock.flags |= FLAG_DIRTY_BITMAP;
+                self.superblock.log2_blocks_per_bitmap_bit = lbpb;
+                self.write_superblock()?;
+                self.sync()?;
+                let mut map = self.empty_bitmap(lbpb);
+                let sb = &self.superblock;
+                if sb.has(FLAG_RECALCULATING) && sb.recalc_sector < sb.provided_data_sectors {
+                    map.set(
+                        sb.recalc_sector,
+                        sb.provided_data_sectors - sb.recalc_sector,
+                    );
+                }
+                self.write_bitmap(&map, 0..map.bytes().len() / BITMAP_BLOCK_BYTES)?;
+                self.sync()?;
+                dirty = Some(map);
+            }
+        }
+        let sb = &self.superblock;
+        if sb.has(FLAG_RECALCULATING) {
+            if sb.recalc_sector < sb.provided_data_sectors {
+                let only = if self.mode == Mode::Bitmap {
+                    dirty.clone()
+                } else {
+                    None
+                };
+                self.recalculate(only.as_ref())?;
+            } else if sb.recalc_sector > sb.provided_data_sectors {
+                self.superblock.recalc_sector = self.superblock.provided_data_sectors;
+                self.write_superblock()?;
+                self.sync()?;
+            }
+        }
+        if self.mode == Mode::Bitmap {
+            let map = dirty.unwrap_or_else(|| self.empty_bitmap(lbpb));
+            let mut st = BitmapState {
+                map,
+                dirtied_at: None,
+                options,
+            };
+            if st.map.any() {
+                // What the kernel's flush work does once recalculation ends.
+                self.clear_bitmap(&mut st)?;
+            }
+            self.bitmap = Some(Mutex::new(st));
+        }
+        Ok(())
+    }
+
+    fn empty_bitmap(&self, lbpb: u8) -> Bitmap {
+        Bitmap::new(&self.geometry, self.superblock.log2_sectors_per_block, lbpb)
+    }
+
+    /// The on-disk bitmap for 2^`lbpb` blocks per bit; all dirty if it
+    /// does not fit in the journal area.
+    fn read_bitmap(&self, lbpb: u8) -> Result<Bitmap, Error> {
+        let mut map = self.empty_bitmap(lbpb);
+        let g = &self.geometry;
+        let area = u64::from(g.journal_sections) * u64::from(g.journal_section_sectors) * 512;
+        if map.bytes().len() as u64 > area {
+            map.set_all();
+            return Ok(map);
+        }
+        let at = g.journal_offset(0, 0);
+        self.file
+            .read_exact_at(map.bytes_mut(), at)
+            .map_err(|e| io_err("the bitmap", at, e))?;
+        Ok(map)
+    }
+
+    /// Writes bitmap blocks `blocks` of `map` (not made durable).
+    fn write_bitmap(&self, map: &Bitmap, blocks: std::ops::Range<usize>) -> Result<(), Error> {
+        let bytes =
+            &map.bytes()[blocks.start * BITMAP_BLOCK_BYTES..blocks.end * BITMAP_BLOCK_BYTES];
+        let at = self.geometry.journal_offset(0, 0) + (blocks.start * BITMAP_BLOCK_BYTES) as u64;
+        self.file
+            .write_all_at(bytes, at)
+            .map_err(|e| io_err("the bitmap (writing)", at, e))
+    }
+
+    /// Writes `sb` with the version the kernel sets for its flags
+    /// (`sb_set_version`); not made durable.
+    fn write_sb(&self, sb: &Superblock) -> Result<(), Error> {
+        let mut sb = sb.clone();
+        sb.version = if sb.has(FLAG_FIXED_HMAC) {
+            5
+        } else if sb.has(FLAG_FIXED_PADDING) {
+            4
+        } else if self.mode == Mode::Bitmap || sb.has(FLAG_DIRTY_BITMAP) {
+            3
+        } else if sb.has(FLAG_RECALCULATING) {
+            2
+        } else {
+            1
+        };
+        let at = self.geometry.start * 512;
+        self.file
+            .write_all_at(&crate::format::encode_superblock(&sb), at)
+            .map_err(|e| io_err("the superblock (writing)", at, e))
+    }
+
+    fn write_superblock(&mut self) -> Result<(), Error> {
+        self.write_sb(&self.superblock)?;
+        self.superblock = crate::probe::superblock_at(&self.file, self.geometry.start * 512)?;
+        Ok(())
+    }
+
+    /// Recomputes the tags from `recalc_sector` to the end, as the
+    /// kernel's recalculation does: in steps of at most 32768 sectors
+    /// inside one area; with `only`, steps without a dirty region are
+    /// skipped and the others trimmed to their first and last dirty block.
+    /// The superblock records the position every 16 steps and at the end
+    /// (`recalculating` stays set, with `recalc_sector` at the end, as the
+    /// kernel leaves it).
+    fn recalculate(&mut self, only: Option<&Bitmap>) -> Result<(), Error> {
+        let hash = self.hash()?.clone();
+        let g = self.geometry.clone();
+        let spb = u64::from(g.sectors_per_block);
+        let ts = g.tag_size as usize;
+        let area = 1u64 << g.log2_interleave;
+        let salt = self.salt().copied();
+        let (mut data, mut tags) = (Vec::new(), Vec::new());
+        let mut steps = 0;
+        while self.superblock.recalc_sector < g.provided_data_sectors {
+            let pos = self.superblock.recalc_sector;
+            let n = RECALC_SECTORS
+                .min(g.provided_data_sectors - pos)
+                .min(area - pos % area);
+            let (mut first, mut count) = (pos, n);
+            let mut skip = false;
+            if let Some(map) = only {
+                if map.any_set(pos, n) {
+                    while !map.any_set(first, spb) {
+                        first += spb;
+                        count -= spb;
+                    }
+                    while !map.any_set(first + count - spb, spb) {
+                        count -= spb;
+                    }
+                } else {
+                    skip = true;
+                }
+            }
+            if !skip {
+                steps += 1;
+                if steps == RECALC_WRITE_SUPER {
+                    self.sync()?;
+                    self.write_superblock()?;
+                    steps = 0;
+                }
+                data.resize((count * 512) as usize, 0);
+                tags.resize((count / spb) as usize * ts, 0);
+                let at = g.data_sector(first) * 512;
+                self.file
+                    .read_exact_at(&mut data, at)
+                    .map_err(|e| io_err("data", at, e))?;
+                for (b, (block, tag)) in data
+                    .chunks_exact(spb as usize * 512)
+                    .zip(tags.chunks_exact_mut(ts))
+                    .enumerate()
+                {
+                    hash.tag(salt.as_ref(), first + b as u64 * spb, block, tag);
+                }
+                let at = g.tag_offset(first);
+                self.file
+                    .write_all_at(&tags, at)
+                    .map_err(|e| io_err("tags (writing)", at, e))?;
+            }
+            self.superblock.recalc_sector = pos + n;
+        }
+        self.sync()?;
+        self.write_superblock()?;
+        self.sync()
+    }
+
+    /// The kernel's bitmap flush: makes every write durable, then clears
+    /// the bits (below `recalc_sector`, rounded down to a region, while
+    /// `recalculating` is set) and writes the bitmap.
+    fn clear_bitmap(&self, st: &mut BitmapState) -> Result<(), Error> {
+        self.sync()?;
+        let sb = &self.superblock;
+        let mut limit = sb.provided_data_sectors;
+        if sb.has(FLAG_RECALCULATING) {
+            let shift = st.map.shift();
+            limit = sb.recalc_sector >> shift << shift;
+        }
+        st.map.clear(0, limit);
+        self.write_bitmap(&st.map, 0..st.map.bytes().len() / BITMAP_BLOCK_BYTES)?;
+        self.sync()?;
+        st.dirtied_at = None;
+        Ok(())
+    }
+
+    /// Sets the bits of the regions `sector .. sector + n` touches and
+    /// makes them durable, unless already set (bitmap mode only).
+    fn mark_dirty(&self, sector: u64, n: u64) -> Result<(), Error> {
+        let Some(state) = &self.bitmap else {
+            return Ok(());
+        };
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.map.all_set(sector, n) {
+            return Ok(());
+        }
+        let blocks = st.map.set(sector, n);
+        self.write_bitmap(&st.map, blocks)?;
+        self.sync()?;
+        st.dirtied_at.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Whether blocks `sector .. sector + n` are read unchecked (read-only
+    /// opens of a device with dirty regions or an unfinished
+    /// recalculation, as the kernel skips their check until recalculated).
+    fn unchecked(&self, sector: u64, n: u64) -> bool {
+        self.recalc_from.is_some_and(|r| sector + n > r)
+            || self
+                .dirty_regions
+                .as_ref()
+                .is_some_and(|m| m.any_set(sector, n))
+    }
+
+    /// Closes the device as the kernel's suspend does: every write made
+    /// durable; in bitmap mode, the journal area rewritten as an empty
+    /// journal and `dirty_bitmap` cleared, so the device opens in any mode
+    /// without recalculation. Later writes are refused.
+    pub fn close(&self) -> Result<(), Error> {
+        if self.mode == Mode::ReadOnly || self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
+        self.sync()?;
+        if self.mode == Mode::Bitmap {
+            crate::format::write_journal(&self.file, &self.geometry)?;
+            self.sync()?;
+            let mut sb = self.superblock.clone();
+            sb.flags &= !FLAG_DIRTY_BITMAP;
+            self.write_sb(&sb)?;
+            self.sync()?;
+        }
+        Ok(())
     }
 
     /// The tag algorithm, or why there is none to use here.
@@ -320,6 +711,9 @@ impl Device {
         let mut computed = [0u8; MAX_TAG_SIZE as usize];
         for (b, (block, tag)) in out.chunks_exact(bs).zip(tags.chunks_exact(ts)).enumerate() {
             let s = sector + b as u64 * spb;
+            if self.unchecked(s, spb) {
+                continue;
+            }
             let want = &mut computed[..ts];
             hash.tag(self.salt(), s, block, want);
             if want != tag {
@@ -412,6 +806,9 @@ impl Device {
                 "writing a device opened read-only".into(),
             ));
         }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Unsupported("writing a closed device".into()));
+        }
         Ok(())
     }
 
@@ -500,6 +897,12 @@ impl Device {
             }
             Ok(())
         };
+        if self.mode == Mode::Bitmap {
+            self.mark_dirty(sector, n as u64 * spb)?;
+            if self.crash_after_commit {
+                return Ok(());
+            }
+        }
         if self.mode != Mode::Journal {
             return in_place(0, n);
         }
@@ -616,7 +1019,10 @@ impl Device {
                     report.from_journal += 1;
                 }
                 hash.tag(self.salt(), s, block, &mut want);
-                if want != tag {
+                if self.unchecked(s, spb) {
+                    report.unchecked += 1;
+                    report.stale += u64::from(want != tag);
+                } else if want != tag {
                     report.mismatches.push(s);
                     block.fill(0);
                 }
@@ -633,12 +1039,22 @@ impl Device {
         Ok(report)
     }
 
-    /// Makes every completed write durable.
+    /// Makes every completed write durable; in bitmap mode, then clears
+    /// the dirty bits once the flush interval has passed since the first
+    /// was set.
     pub fn flush(&self) -> Result<(), Error> {
         if self.mode == Mode::ReadOnly {
             return Ok(());
         }
-        self.sync()
+        let Some(state) = &self.bitmap else {
+            return self.sync();
+        };
+        let _w = self.io.write().unwrap_or_else(|p| p.into_inner());
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        match st.dirtied_at {
+            Some(t) if t.elapsed() >= st.options.flush_interval => self.clear_bitmap(&mut st),
+            _ => self.sync(),
+        }
     }
 }
 
@@ -932,6 +1348,238 @@ mod external_tests {
         let mut before = [0u8; 4096];
         d.file.read_exact_at(&mut before, start - 4096).unwrap();
         assert_eq!(before, [0xa5; 4096]);
+        std::fs::remove_file(&p).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod bitmap_tests {
+    use super::*;
+    use crate::{format, FormatOptions, DEFAULT_BUFFER_SECTORS};
+    use std::time::Duration;
+
+    const SPB: u64 = 1024; // sectors per bit in these tests: 512 KiB regions
+
+    fn formatted(name: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("ck-intbm-{}-{name}", std::process::id()));
+        File::create(&p).unwrap().set_len(8 << 20).unwrap();
+        let o = FormatOptions {
+            hash: TagHash::Crc32c,
+            tag_size: None,
+            sector_size: 512,
+            journal_bytes: Some(64 << 10),
+            interleave_sectors: 0,
+            wipe: true,
+        };
+        format(&p, &o, [5; 16], &mut |_, _| {}).unwrap();
+        p
+    }
+
+    fn opts(interval: Duration) -> BitmapOptions {
+        BitmapOptions {
+            sectors_per_bit: Some(SPB),
+            flush_interval: interval,
+        }
+    }
+
+    fn open(p: &Path, mode: Mode, o: BitmapOptions) -> Device {
+        Device::open_with_bitmap(p, TagHash::Crc32c, mode, DEFAULT_BUFFER_SECTORS, o).unwrap()
+    }
+
+    fn raw(p: &Path, at: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        File::open(p).unwrap().read_exact_at(&mut b, at).unwrap();
+        b
+    }
+
+    fn on_disk_bits(p: &Path) -> Vec<u8> {
+        raw(p, SB_SECTORS_BYTES, 8)
+    }
+
+    const SB_SECTORS_BYTES: u64 = 8 * 512;
+
+    fn sb(p: &Path) -> Superblock {
+        crate::read_superblock(p).unwrap()
+    }
+
+    fn fill(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(seed) ^ seed)
+            .collect()
+    }
+
+    fn verify(p: &Path) -> (Vec<u8>, VerifyReport) {
+        let d = Device::open(p, TagHash::Crc32c, Mode::ReadOnly, DEFAULT_BUFFER_SECTORS).unwrap();
+        let mut out = Vec::new();
+        let r = d.verify(Some(&mut out)).unwrap();
+        (out, r)
+    }
+
+    /// The region's bit is durable before the data is written, and cleared
+    /// by a flush once the interval has passed; close leaves an empty
+    /// journal and no `dirty_bitmap`.
+    #[test]
+    fn dirty_bits_come_before_the_data_and_go_after_the_flush() {
+        let p = formatted("order");
+        let fresh_journal = raw(&p, SB_SECTORS_BYTES, 64 << 10);
+        let mut d = open(&p, Mode::Bitmap, opts(Duration::ZERO));
+        let s = sb(&p);
+        assert!(s.has(FLAG_DIRTY_BITMAP));
+        assert_eq!(s.log2_blocks_per_bitmap_bit, 10);
+        assert_eq!(
+            on_disk_bits(&p),
+            vec![0; 8],
+            "activation writes a clear bitmap"
+        );
+        // Regions 2 and 3 (sectors 2048..4095): a write straddling them,
+        // stopped right after its bits were made durable.
+        d.crash_after_commit();
+        let at = 3000u64 * 512;
+        let data = fill(200_000, 7);
+        d.write_at(&data, at).unwrap();
+        assert_eq!(on_disk_bits(&p)[0], 0b0000_1100);
+        let in_place = raw(&p, d.geometry.data_sector(3000) * 512, 512);
+        assert!(
+            in_place.iter().all(|&b| b == 0),
+            "data written before its bit"
+        );
+        d.crash_after_commit = false;
+        d.write_at(&data, at).unwrap();
+        assert_eq!(on_disk_bits(&p)[0], 0b0000_1100, "bits stay until a flush");
+        d.flush().unwrap();
+        assert_eq!(on_disk_bits(&p), vec![0; 8], "the flush clears them");
+        let mut back = vec![0u8; data.len()];
+        d.read_at(&mut back, at).unwrap();
+        assert!(back == data);
+        // A long interval keeps the bits over a flush.
+        drop(d);
+        let d = open(&p, Mode::Bitmap, opts(Duration::from_secs(3600)));
+        d.write_at(&[1; 512], 0).unwrap();
+        d.flush().unwrap();
+        assert_eq!(on_disk_bits(&p)[0], 1);
+        d.close().unwrap();
+        assert!(d.write_at(&[1; 512], 0).is_err(), "closed");
+        let s = sb(&p);
+        assert!(!s.has(FLAG_DIRTY_BITMAP));
+        assert_eq!(s.version, 5);
+        assert!(!s.has(FLAG_RECALCULATING), "nothing was recalculated");
+        assert!(raw(&p, SB_SECTORS_BYTES, 64 << 10) == fresh_journal);
+        let (out, r) = verify(&p);
+        assert!(r.mismatches.is_empty() && r.unchecked == 0);
+        assert!(out[at as usize..at as usize + data.len()] == data[..]);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// A crash leaves dirty regions whose data changed without its tag:
+    /// read-only they read unchecked; the next bitmap-mode open recalculates
+    /// exactly those regions (a damaged block elsewhere still fails).
+    #[test]
+    fn a_crash_with_dirty_regions_is_recalculated_on_open() {
+        let p = formatted("crash");
+        let mut d = open(&p, Mode::Bitmap, opts(Duration::from_secs(3600)));
+        let a = fill(4096, 3);
+        d.write_at(&a, 0).unwrap();
+        d.crash_after_commit();
+        d.write_at(&fill(8192, 9), 5000 * 512).unwrap();
+        let g = d.geometry.clone();
+        drop(d);
+        // The torn write: new data in sector 5001, its tag never written.
+        let torn = fill(512, 11);
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.write_all_at(&torn, g.data_sector(5001) * 512).unwrap();
+        // Damage in a clean region (sector 9000, region 8).
+        f.write_all_at(&[0x5a], g.data_sector(9000) * 512 + 7)
+            .unwrap();
+        assert_eq!(on_disk_bits(&p)[0], 0b0001_0001);
+        let (out, r) = verify(&p);
+        assert_eq!(r.mismatches, vec![9000]);
+        assert_eq!(r.unchecked, 2 * SPB);
+        assert_eq!(r.stale, 1);
+        assert!(out[5001 * 512..5002 * 512] == torn[..]);
+        let d = open(&p, Mode::Bitmap, opts(Duration::from_secs(3600)));
+        let s = sb(&p);
+        assert!(s.has(FLAG_RECALCULATING) && s.has(FLAG_DIRTY_BITMAP));
+        assert_eq!(s.recalc_sector, s.provided_data_sectors);
+        assert_eq!(
+            on_disk_bits(&p),
+            vec![0; 8],
+            "recalculated regions are clean"
+        );
+        let mut b = vec![0u8; 512];
+        d.read_at(&mut b, 5001 * 512).unwrap();
+        assert_eq!(b, torn);
+        d.read_at(&mut b[..], 0).unwrap();
+        assert_eq!(b, a[..512]);
+        assert!(matches!(
+            d.read_at(&mut b, 9000 * 512),
+            Err(Error::TagMismatch { sector: 9000 })
+        ));
+        d.close().unwrap();
+        let (_, r) = verify(&p);
+        assert_eq!((r.mismatches, r.unchecked), (vec![9000], 0));
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// Leaving bitmap mode with dirty bits (journal mode, or another region
+    /// size) recalculates every tag; entering it replays the journal first.
+    #[test]
+    fn switching_modes_does_what_the_kernel_does() {
+        for (mode, spb) in [
+            (Mode::Journal, SPB),
+            (Mode::Direct, SPB),
+            (Mode::Bitmap, 256),
+        ] {
+            let p = formatted(&format!("switch-{mode:?}"));
+            let mut d = open(&p, Mode::Bitmap, opts(Duration::from_secs(3600)));
+            d.crash_after_commit();
+            d.write_at(&fill(512, 1), 0).unwrap();
+            let g = d.geometry.clone();
+            drop(d);
+            let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+            f.write_all_at(&[0x5a], g.data_sector(9000) * 512 + 7)
+                .unwrap();
+            let o = BitmapOptions {
+                sectors_per_bit: Some(spb),
+                flush_interval: Duration::ZERO,
+            };
+            let d = open(&p, mode, o);
+            let s = sb(&p);
+            assert!(s.has(FLAG_RECALCULATING), "{mode:?}");
+            assert_eq!(s.recalc_sector, s.provided_data_sectors);
+            assert_eq!(s.has(FLAG_DIRTY_BITMAP), mode == Mode::Bitmap);
+            if mode == Mode::Bitmap {
+                assert_eq!(s.log2_blocks_per_bitmap_bit, 8);
+            }
+            // Every tag was recalculated, the damaged block's too.
+            let mut b = vec![0u8; 512];
+            d.read_at(&mut b, 9000 * 512).unwrap();
+            d.write_at(&fill(4096, 2), 4096).unwrap();
+            d.close().unwrap();
+            drop(d);
+            let (out, r) = verify(&p);
+            assert!(r.mismatches.is_empty() && r.unchecked == 0, "{mode:?}");
+            assert!(out[4096..8192] == fill(4096, 2)[..]);
+            std::fs::remove_file(&p).unwrap();
+        }
+        // A journal-mode write lost after its commit is replayed before
+        // the bitmap takes the journal area.
+        let p = formatted("replay");
+        let mut d = open(&p, Mode::Journal, BitmapOptions::default());
+        d.crash_after_commit();
+        let w = fill(300_000, 4);
+        d.write_at(&w, 1 << 20).unwrap();
+        drop(d);
+        let d = open(&p, Mode::Bitmap, opts(Duration::ZERO));
+        let mut back = vec![0u8; w.len()];
+        d.read_at(&mut back, 1 << 20).unwrap();
+        assert!(back == w);
+        assert!(!sb(&p).has(FLAG_RECALCULATING));
+        drop(d);
+        // Bitmap mode needs the device's own algorithm.
+        assert!(matches!(
+            Device::open_external(&p, 0, Mode::Bitmap, DEFAULT_BUFFER_SECTORS),
+            Err(Error::Unsupported(_))
+        ));
         std::fs::remove_file(&p).unwrap();
     }
 }

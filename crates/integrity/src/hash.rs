@@ -36,6 +36,14 @@ impl std::fmt::Debug for TagHash {
 }
 
 impl TagHash {
+    /// Whether the algorithm takes a key (the hmac ones).
+    pub fn is_keyed(&self) -> bool {
+        matches!(
+            self,
+            TagHash::HmacSha1(_) | TagHash::HmacSha256(_) | TagHash::HmacSha512(_)
+        )
+    }
+
     /// The algorithm named `name` (`--integrity`), with `key` for the
     /// hmac ones (required there, refused elsewhere).
     pub fn by_name(name: &str, key: Option<Zeroizing<Vec<u8>>>) -> Result<TagHash, Error> {

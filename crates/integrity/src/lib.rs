@@ -9,11 +9,13 @@
 //! - [`TagHash`]: the per-sector tag (crc32c, sha1, sha256, hmac-sha*).
 //! - [`journal`]: the journal's sections, commit IDs and entries; what a
 //!   kernel would replay at the next activation.
+//! - [`bitmap`]: bitmap mode's on-disk bitmap and its sizes.
 //! - [`format`]: a new device as `integritysetup format` leaves it.
 //! - [`Device`]: a device opened read-only (the journal laid over the data
 //!   in memory) or for writing (journal or direct), as the kernel serves
 //!   it; every read checks its tags, [`Device::verify`] checks them all.
 
+pub mod bitmap;
 mod device;
 mod error;
 mod format;
@@ -23,6 +25,7 @@ pub mod journal;
 mod probe;
 mod superblock;
 
+pub use bitmap::BitmapOptions;
 pub use device::{Device, Mode, VerifyReport};
 pub use error::Error;
 pub use format::{encode_superblock, format, format_external, Fill, FormatOptions};

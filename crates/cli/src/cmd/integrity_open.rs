@@ -2,15 +2,19 @@
 //! standalone integrity device as a FUSE block file on a direct-I/O loop
 //! device, through the same daemon, state record and `close` as `open`.
 //! Reads whose tag fails are I/O errors (the kernel's `EILSEQ`); writes go
-//! through the journal unless `--integrity-no-journal`.
+//! through the journal unless `--integrity-no-journal`, or in place after
+//! marking their region in the bitmap with `--integrity-bitmap-mode`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use cryptkeep_fuse::ops::{Errno, R};
 use cryptkeep_fuse::BlockStore;
-use cryptkeep_integrity::{read_superblock, Device, Error, Mode, TagHash, DEFAULT_BUFFER_SECTORS};
+use cryptkeep_integrity::{
+    read_superblock, BitmapOptions, Device, Error, Mode, TagHash, DEFAULT_BUFFER_SECTORS,
+};
 
 use super::common;
 use super::integrity_args::{failed, AlgArgs};
@@ -34,6 +38,8 @@ pub struct OpenArgs {
     /// leave a block whose tag fails).
     #[arg(short = 'D', long = "integrity-no-journal")]
     pub no_journal: bool,
+    #[command(flatten)]
+    pub bitmap: BitmapArgs,
     /// Open read-only.
     #[arg(short = 'r', long = "read-only")]
     pub read_only: bool,
@@ -43,6 +49,48 @@ pub struct OpenArgs {
     /// Serve in the foreground until SIGINT/SIGTERM, then clean up.
     #[arg(long)]
     pub foreground: bool,
+}
+
+/// Bitmap mode's options, as integritysetup names them.
+#[derive(ClapArgs, Debug)]
+pub struct BitmapArgs {
+    /// Write data and tags in place after marking their region dirty in a
+    /// bitmap (no journal); regions dirty after a crash have their tags
+    /// recalculated at the next open.
+    #[arg(
+        short = 'B',
+        long = "integrity-bitmap-mode",
+        conflicts_with = "no_journal"
+    )]
+    pub bitmap_mode: bool,
+    /// 512-byte sectors per bitmap bit (a power of two; default 32768).
+    #[arg(
+        long = "bitmap-sectors-per-bit",
+        value_name = "SECTORS",
+        requires = "bitmap_mode"
+    )]
+    pub sectors_per_bit: Option<u64>,
+    /// Milliseconds after which dirty bits are cleared (at the next flush;
+    /// default 10000).
+    #[arg(
+        long = "bitmap-flush-time",
+        value_name = "MS",
+        requires = "bitmap_mode"
+    )]
+    pub flush_time: Option<u64>,
+}
+
+impl BitmapArgs {
+    /// The library's options.
+    pub fn options(&self) -> BitmapOptions {
+        let d = BitmapOptions::default();
+        BitmapOptions {
+            sectors_per_bit: self.sectors_per_bit,
+            flush_interval: self
+                .flush_time
+                .map_or(d.flush_interval, Duration::from_millis),
+        }
+    }
 }
 
 /// An integrity device served as a block file.
@@ -60,6 +108,16 @@ fn errno(e: Error) -> Errno {
             Errno::EIO
         }
         _ => Errno::EIO,
+    }
+}
+
+impl Drop for IntegrityStore {
+    /// A clean stop: in bitmap mode, the bitmap is retired as the kernel's
+    /// close does (nothing left to recalculate).
+    fn drop(&mut self) {
+        if let Err(e) = self.dev.close() {
+            eprintln!("cryptkeep: closing the integrity device: {e}");
+        }
     }
 }
 
@@ -92,6 +150,7 @@ struct IntegrityCtx {
     hash: TagHash,
     mode: Mode,
     buffer_sectors: u32,
+    bitmap: BitmapOptions,
 }
 
 impl Launch for IntegrityCtx {
@@ -113,8 +172,14 @@ impl Launch for IntegrityCtx {
         after_unlock: &dyn Fn() -> CliResult<()>,
     ) -> CliResult<Serving> {
         let place = self.place();
-        let dev = Device::open(&self.device, self.hash, self.mode, self.buffer_sectors)
-            .map_err(|e| failed(e, &place))?;
+        let dev = Device::open_with_bitmap(
+            &self.device,
+            self.hash,
+            self.mode,
+            self.buffer_sectors,
+            self.bitmap,
+        )
+        .map_err(|e| failed(e, &place))?;
         after_unlock()?;
         let store = IntegrityStore {
             dev,
@@ -135,10 +200,11 @@ pub fn run(a: OpenArgs) -> CliResult {
     let volume_id = VolumeId::of_file(&file)
         .map_err(|e| CliError::io("cannot check the device", &place, &e))?;
     drop(file);
-    let mode = match (a.read_only, a.no_journal) {
-        (true, _) => Mode::ReadOnly,
-        (false, true) => Mode::Direct,
-        (false, false) => Mode::Journal,
+    let mode = match (a.read_only, a.no_journal, a.bitmap.bitmap_mode) {
+        (true, _, _) => Mode::ReadOnly,
+        (false, true, _) => Mode::Direct,
+        (false, false, true) => Mode::Bitmap,
+        (false, false, false) => Mode::Journal,
     };
     let st = State {
         name: a.name.clone(),
@@ -167,6 +233,7 @@ pub fn run(a: OpenArgs) -> CliResult {
         hash,
         mode,
         buffer_sectors: a.buffer_sectors,
+        bitmap: a.bitmap.options(),
     };
     let progress = Progress { show: false };
     if a.foreground {
