@@ -46,6 +46,16 @@ pub struct OpenArgs {
     /// The metadata buffer the device was written with (--buffer-sectors).
     #[arg(long = "buffer-sectors", default_value_t = DEFAULT_BUFFER_SECTORS)]
     pub buffer_sectors: u32,
+    /// Accepted for integritysetup's scripts: how full the journal may get
+    /// before the kernel commits it. cryptkeep commits every write to the
+    /// journal before acknowledging it, which meets any watermark.
+    #[arg(long = "journal-watermark", value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub journal_watermark: Option<u8>,
+    /// Accepted for integritysetup's scripts: how long the kernel may wait
+    /// before committing the journal. cryptkeep commits every write to the
+    /// journal before acknowledging it, which meets any commit time.
+    #[arg(long = "journal-commit-time", value_name = "MS")]
+    pub journal_commit_time: Option<u64>,
     /// Serve in the foreground until SIGINT/SIGTERM, then clean up.
     #[arg(long)]
     pub foreground: bool,
