@@ -282,6 +282,16 @@ impl Device {
         if read_only {
             if d.superblock.has(FLAG_DIRTY_BITMAP) {
                 let lbpb = d.superblock.log2_blocks_per_bitmap_bit;
+                // The bitmap lives in the journal area: a region size too
+                // small for it to fit there (or too large to shift by) is
+                // not one the kernel writes.
+                let least = bitmap::log2_blocks_per_bit(&d.geometry, &d.superblock, Some(0));
+                let most = 63 - u32::from(d.superblock.log2_sectors_per_block);
+                if lbpb < least || u32::from(lbpb) > most {
+                    return Err(Error::BadSuperblock(format!(
+                        "log2_blocks_per_bitmap_bit {lbpb}: the bitmap of a dirty device needs {least} to {most}"
+                    )));
+                }
                 d.dirty_regions = Some(d.read_bitmap(lbpb)?);
             }
         } else {
@@ -1467,6 +1477,29 @@ mod bitmap_tests {
         let (out, r) = verify(&p);
         assert!(r.mismatches.is_empty() && r.unchecked == 0);
         assert!(out[at as usize..at as usize + data.len()] == data[..]);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// A dirty device whose superblock claims a region size its bitmap
+    /// cannot have is refused read-only (no shift overflow, no bitmap
+    /// larger than the journal area).
+    #[test]
+    fn an_impossible_region_size_is_refused() {
+        let p = formatted("bad-lbpb");
+        let mut d = open(&p, Mode::Bitmap, opts(Duration::from_secs(3600)));
+        d.crash_after_commit();
+        d.write_at(&fill(4096, 3), 0).unwrap();
+        drop(d);
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        for bad in [200u8, 64] {
+            f.write_all_at(&[bad], 29).unwrap();
+            let r = Device::open(&p, TagHash::Crc32c, Mode::ReadOnly, DEFAULT_BUFFER_SECTORS);
+            assert!(
+                matches!(&r, Err(Error::BadSuperblock(m)) if m.contains("log2_blocks_per_bitmap_bit")),
+                "{bad}: {:?}",
+                r.err()
+            );
+        }
         std::fs::remove_file(&p).unwrap();
     }
 
