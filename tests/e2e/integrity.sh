@@ -2,7 +2,8 @@
 # Standalone integrity devices through the command line: format, open (a
 # loop device), ext4 and files through it, close, verify; a byte changed in
 # the image under a file makes reading that file an I/O error through the
-# loop device and `verify` names the sector (exit 6); a wrong algorithm or
+# loop device, `status` counts and names the block, and `verify` names the
+# sector (exit 6); a wrong algorithm or
 # key fails every block; bad input gets a clear error and changes nothing.
 source "$(dirname "$0")/lib/common.sh"
 
@@ -65,6 +66,11 @@ mount -o ro "$dev" "$W/mnt"
 if cat "$W/mnt/victim" > /dev/null 2> "$W/cat.err"; then fail "reading the tampered file succeeded"; fi
 grep -qi "input/output error" "$W/cat.err" || fail "expected an I/O error: $(cat "$W/cat.err")"
 (cd "$W/mnt" && sha256sum -c --quiet "$W/manifest") || fail "untouched files became unreadable"
+st=$("$CK" integrity status e2e-int --json)
+grep -q '"integrity_failures": [1-9]' <<< "$st" || fail "status does not count the failed block: $st"
+grep -q "\"integrity_last_failure\": $sector\$" <<< "$st" \
+  || fail "status does not name sector $sector: $st"
+"$CK" integrity status e2e-int | grep -q "failed authentication" || fail "status text says nothing of the failure"
 umount "$W/mnt"
 "$CK" close e2e-int
 

@@ -23,6 +23,9 @@ pub enum IntegrityCmd {
     Open(super::integrity_open::OpenArgs),
     /// Stop serving NAME (integritysetup close; the same as `cryptkeep close`).
     Close(super::close::Args),
+    /// What is open, with the blocks that failed their tags (integritysetup
+    /// status; the same as `cryptkeep status`).
+    Status(super::status::Args),
     /// Print the superblock (integritysetup dump).
     Dump(DumpArgs),
     /// Check every block's tag, replaying the journal in memory; optionally
@@ -107,6 +110,7 @@ pub fn run(c: IntegrityCmd) -> CliResult {
         IntegrityCmd::Format(a) => format(a),
         IntegrityCmd::Open(a) => super::integrity_open::run(a),
         IntegrityCmd::Close(a) => super::close::run(a),
+        IntegrityCmd::Status(a) => super::status::run(a),
         IntegrityCmd::Dump(a) => dump(a),
         IntegrityCmd::Verify(a) => verify(a),
     }

@@ -6,6 +6,7 @@
 //! marking their region in the bitmap with `--integrity-bitmap-mode`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use super::open::{background, claim, foreground, Launch, Progress};
 use super::serve::{self, Serving};
 use crate::daemon::Stdio3;
 use crate::exit::{CliError, CliResult};
-use crate::state::{self, State};
+use crate::state::{self, IntegrityCounts, State};
 use crate::volid::VolumeId;
 
 /// Options of `integrity open`.
@@ -107,26 +108,29 @@ impl BitmapArgs {
 struct IntegrityStore {
     dev: Device,
     read_only: bool,
+    /// NAME, for the failure counters `status` shows.
+    name: String,
+    /// Blocks that failed their tags since opening.
+    failures: AtomicU64,
 }
 
-fn errno(e: Error) -> Errno {
-    match e {
-        Error::Io { source, .. } => Errno::from_i32(source.raw_os_error().unwrap_or(libc::EIO)),
-        Error::TagMismatch { sector } => {
-            // As the kernel logs "Checksum failed at sector".
-            eprintln!("cryptkeep: integrity tag mismatch at sector {sector}");
-            Errno::EIO
-        }
-        _ => Errno::EIO,
-    }
-}
-
-impl Drop for IntegrityStore {
-    /// A clean stop: in bitmap mode, the bitmap is retired as the kernel's
-    /// close does (nothing left to recalculate).
-    fn drop(&mut self) {
-        if let Err(e) = self.dev.close() {
-            eprintln!("cryptkeep: closing the integrity device: {e}");
+impl IntegrityStore {
+    fn errno(&self, e: Error) -> Errno {
+        match e {
+            Error::Io { source, .. } => Errno::from_i32(source.raw_os_error().unwrap_or(libc::EIO)),
+            Error::TagMismatch { sector } => {
+                // As the kernel logs "Checksum failed at sector".
+                eprintln!("cryptkeep: integrity tag mismatch at sector {sector}");
+                let c = IntegrityCounts {
+                    failures: self.failures.fetch_add(1, Ordering::Relaxed) + 1,
+                    last_failure: Some(sector / (self.dev.block_size() as u64 / 512)),
+                };
+                if let Err(e) = state::save_integrity_counts(&self.name, &c) {
+                    eprintln!("cryptkeep: {e}");
+                }
+                Errno::EIO
+            }
+            _ => Errno::EIO,
         }
     }
 }
@@ -142,14 +146,14 @@ impl BlockStore for IntegrityStore {
         self.read_only
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize> {
-        self.dev.read_at(buf, offset).map_err(errno)
+        self.dev.read_at(buf, offset).map_err(|e| self.errno(e))
     }
     fn write_at(&self, data: &[u8], offset: u64) -> R<usize> {
-        self.dev.write_at(data, offset).map_err(errno)?;
+        self.dev.write_at(data, offset).map_err(|e| self.errno(e))?;
         Ok(data.len())
     }
     fn flush(&self) -> R<()> {
-        self.dev.flush().map_err(errno)
+        self.dev.flush().map_err(|e| self.errno(e))
     }
 }
 
@@ -191,9 +195,12 @@ impl Launch for IntegrityCtx {
         )
         .map_err(|e| failed(e, &place))?;
         after_unlock()?;
+        state::save_integrity_counts(&self.st.name, &IntegrityCounts::default())?;
         let store = IntegrityStore {
             dev,
             read_only: self.mode == Mode::ReadOnly,
+            name: self.st.name.clone(),
+            failures: AtomicU64::new(0),
         };
         serve::serve_store(self.st, Arc::new(store), false, None)
     }
