@@ -269,7 +269,11 @@ pub fn load_integrity_counts(name: &str) -> Option<IntegrityCounts> {
 /// Writes `body` to `p` atomically: a new 0600 temporary file, then rename.
 fn write_atomic(p: &Path, body: &[u8], what: &str) -> CliResult<()> {
     use std::io::Write;
-    let tmp = p.with_extension(format!("json.{}", std::process::id()));
+    // Unique per writer, so concurrent writers never rename each other's
+    // half-written file.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = p.with_extension(format!("json.{}.{seq}", std::process::id()));
     let _ = fs::remove_file(&tmp);
     rundir::create_new(&tmp)
         .and_then(|mut f| f.write_all(body))

@@ -33,6 +33,14 @@ pub struct BitmapOptions {
     /// they were set, and at close (the kernel clears them this long after
     /// the first write, whatever flushes come).
     pub flush_interval: Duration,
+    /// Allow recomputing keyed (hmac) tags over whatever data is on disk
+    /// when the superblock asks for it (an unfinished recalculation, or
+    /// dirty bitmap regions) — integritysetup's `--integrity-legacy-recalc`,
+    /// the kernel's `legacy_recalculate`. Off, such an open of a keyed
+    /// device is refused: the superblock carries no MAC, so whoever can
+    /// write the disk could otherwise have tampered data re-tagged as
+    /// authentic. Applies in every mode.
+    pub legacy_recalculate: bool,
 }
 
 impl Default for BitmapOptions {
@@ -40,6 +48,7 @@ impl Default for BitmapOptions {
         BitmapOptions {
             sectors_per_bit: None,
             flush_interval: DEFAULT_BITMAP_FLUSH,
+            legacy_recalculate: false,
         }
     }
 }

@@ -137,6 +137,17 @@ pub struct Device {
     closed: AtomicBool,
 }
 
+/// The refusal to recompute keyed tags over data nobody vouched for.
+fn keyed_recalculation() -> Error {
+    Error::Unsupported(
+        "recomputing keyed (hmac) tags that the superblock marks as not yet recalculated or \
+         dirty: the superblock is not authenticated, so this could make tampered data \
+         authentic. Check the data read-only first (integrity verify), then open with \
+         --integrity-legacy-recalc if you trust it (the kernel's legacy_recalculate)"
+            .into(),
+    )
+}
+
 fn io_err(what: &str, at: u64, source: std::io::Error) -> Error {
     Error::Io {
         what: format!("{what} at byte {at}"),
@@ -237,11 +248,9 @@ impl Device {
         }
         let recalc_pending = superblock.has(FLAG_RECALCULATING)
             && superblock.recalc_sector < superblock.provided_data_sectors;
-        if mode != Mode::ReadOnly && recalc_pending && hash.as_ref().is_some_and(TagHash::is_keyed)
-        {
-            return Err(Error::Unsupported(
-                "resuming the recalculation of keyed tags (the kernel refuses it without legacy_recalculate)".into(),
-            ));
+        let keyed = hash.as_ref().is_some_and(TagHash::is_keyed);
+        if mode != Mode::ReadOnly && recalc_pending && keyed && !bitmap_options.legacy_recalculate {
+            return Err(keyed_recalculation());
         }
         if mode != Mode::ReadOnly && superblock.has(FLAG_JOURNAL_MAC) {
             return Err(Error::Unsupported(
@@ -259,7 +268,11 @@ impl Device {
             })?
         };
         let read_only = mode == Mode::ReadOnly;
-        let recalc_from = (read_only && recalc_pending).then_some(superblock.recalc_sector);
+        // Unkeyed tags not yet recalculated are read unchecked, as the
+        // kernel does; keyed ones are always checked (the superblock that
+        // says "not yet recalculated" is not authenticated).
+        let recalc_from =
+            (read_only && recalc_pending && !keyed).then_some(superblock.recalc_sector);
         let mut d = Device {
             file,
             superblock,
@@ -280,7 +293,7 @@ impl Device {
             closed: AtomicBool::new(false),
         };
         if read_only {
-            if d.superblock.has(FLAG_DIRTY_BITMAP) {
+            if d.superblock.has(FLAG_DIRTY_BITMAP) && !keyed {
                 let lbpb = d.superblock.log2_blocks_per_bitmap_bit;
                 // The bitmap lives in the journal area: a region size too
                 // small for it to fit there (or too large to shift by) is
@@ -311,6 +324,10 @@ impl Device {
         let mut dirty: Option<Bitmap> = None;
         if sb.has(FLAG_DIRTY_BITMAP) {
             let same = sb.log2_blocks_per_bitmap_bit == lbpb;
+            let keyed = self.hash.as_ref().is_some_and(TagHash::is_keyed);
+            if keyed && !options.legacy_recalculate && (!same || self.read_bitmap(lbpb)?.any()) {
+                return Err(keyed_recalculation());
+            }
             if self.mode == Mode::Bitmap {
                 let map = if same {
                     self.read_bitmap(lbpb)?
@@ -1389,6 +1406,7 @@ mod bitmap_tests {
         BitmapOptions {
             sectors_per_bit: Some(SPB),
             flush_interval: interval,
+            legacy_recalculate: false,
         }
     }
 
@@ -1574,6 +1592,7 @@ mod bitmap_tests {
             let o = BitmapOptions {
                 sectors_per_bit: Some(spb),
                 flush_interval: Duration::ZERO,
+                legacy_recalculate: false,
             };
             let d = open(&p, mode, o);
             let s = sb(&p);
@@ -1614,5 +1633,110 @@ mod bitmap_tests {
             Err(Error::Unsupported(_))
         ));
         std::fs::remove_file(&p).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod keyed_recalculation_tests {
+    use super::*;
+    use crate::{format, FormatOptions, DEFAULT_BUFFER_SECTORS};
+    use std::time::Duration;
+
+    fn hmac() -> TagHash {
+        TagHash::by_name("hmac-sha256", Some(zeroize::Zeroizing::new(vec![7u8; 32]))).unwrap()
+    }
+
+    /// A keyed device with one tampered block, and the superblock then
+    /// patched by the same attacker: `flags` |= `set`, byte 29 and
+    /// `recalc_sector` as given.
+    fn tampered(name: &str, set: u32, lbpb: Option<u8>) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("ck-intkey-{}-{name}", std::process::id()));
+        File::create(&p).unwrap().set_len(8 << 20).unwrap();
+        let o = FormatOptions {
+            hash: hmac(),
+            tag_size: None,
+            sector_size: 512,
+            journal_bytes: Some(64 << 10),
+            interleave_sectors: 0,
+            wipe: true,
+        };
+        format(&p, &o, [1; 16], &mut |_, _| {}).unwrap();
+        let d = Device::open(&p, hmac(), Mode::Direct, DEFAULT_BUFFER_SECTORS).unwrap();
+        let at = d.geometry.data_sector(100) * 512;
+        drop(d);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        f.write_all_at(b"ATTACKER", at).unwrap();
+        let mut flags = [0u8; 4];
+        f.read_exact_at(&mut flags, 24).unwrap();
+        let flags = u32::from_le_bytes(flags) | set;
+        f.write_all_at(&flags.to_le_bytes(), 24).unwrap();
+        if let Some(l) = lbpb {
+            f.write_all_at(&[l], 29).unwrap();
+        }
+        f.write_all_at(&0u64.to_le_bytes(), 32).unwrap();
+        if set & FLAG_DIRTY_BITMAP != 0 {
+            // Every region dirty.
+            f.write_all_at(&[0xff; 512], 8 * 512).unwrap();
+        }
+        p
+    }
+
+    fn image(p: &Path) -> Vec<u8> {
+        std::fs::read(p).unwrap()
+    }
+
+    /// The superblock is not authenticated: marking regions as "not yet
+    /// recalculated" or "dirty" must not make a keyed device serve or
+    /// re-tag tampered data. Read-only opens check every tag; read-write
+    /// opens that would recompute tags are refused (the image untouched)
+    /// unless asked for with `legacy_recalculate`.
+    #[test]
+    fn a_forged_superblock_never_launders_tampered_data() {
+        for (name, set, lbpb) in [
+            ("recalc", FLAG_RECALCULATING, None),
+            ("dirty", FLAG_DIRTY_BITMAP, None),
+            ("dirty-other-size", FLAG_DIRTY_BITMAP, Some(3)),
+        ] {
+            let p = tampered(name, set, lbpb);
+            let d = Device::open(&p, hmac(), Mode::ReadOnly, DEFAULT_BUFFER_SECTORS).unwrap();
+            let r = d.verify(None).unwrap();
+            assert_eq!(
+                r.mismatches,
+                vec![100],
+                "{name}: read-only must check every tag"
+            );
+            drop(d);
+            let before = image(&p);
+            for mode in [Mode::Journal, Mode::Direct, Mode::Bitmap] {
+                let r = Device::open_with_bitmap(
+                    &p,
+                    hmac(),
+                    mode,
+                    DEFAULT_BUFFER_SECTORS,
+                    BitmapOptions::default(),
+                );
+                assert!(
+                    matches!(&r, Err(Error::Unsupported(m)) if m.contains("legacy-recalc")),
+                    "{name} {mode:?}: {:?}",
+                    r.err()
+                );
+                assert!(image(&p) == before, "{name} {mode:?}: a refused open wrote");
+            }
+            // Asked for explicitly, the kernel's legacy behaviour.
+            let o = BitmapOptions {
+                flush_interval: Duration::ZERO,
+                legacy_recalculate: true,
+                ..BitmapOptions::default()
+            };
+            drop(
+                Device::open_with_bitmap(&p, hmac(), Mode::Journal, DEFAULT_BUFFER_SECTORS, o)
+                    .unwrap(),
+            );
+            std::fs::remove_file(&p).unwrap();
+        }
     }
 }

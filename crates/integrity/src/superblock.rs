@@ -147,6 +147,19 @@ impl Superblock {
         if self.provided_data_sectors == 0 {
             return bad("no data sectors".into());
         }
+        let spb = u64::from(self.sectors_per_block());
+        if !self.provided_data_sectors.is_multiple_of(spb) {
+            return bad(format!(
+                "provided_data_sectors {} is not a whole number of {spb}-sector blocks",
+                self.provided_data_sectors
+            ));
+        }
+        if self.flags & FLAG_RECALCULATING != 0 && !self.recalc_sector.is_multiple_of(spb) {
+            return bad(format!(
+                "recalc_sector {} is not at the start of a {spb}-sector block",
+                self.recalc_sector
+            ));
+        }
         Ok(())
     }
 
@@ -246,5 +259,23 @@ mod tests {
         b[12..16].copy_from_slice(&0u32.to_le_bytes());
         assert!(Superblock::parse(&b).is_err(), "no journal accepted");
         assert!(Superblock::parse(&good[..40]).is_err());
+        // 4096-byte blocks: a partial last block, or a recalculation that
+        // starts inside a block, is not what the kernel writes.
+        let mut b = good;
+        b[28] = 3;
+        assert!(
+            Superblock::parse(&b).is_ok(),
+            "the 4096-byte variant itself"
+        );
+        b[16..24].copy_from_slice(&2u64.to_le_bytes());
+        assert!(Superblock::parse(&b).is_err(), "a partial block accepted");
+        let mut b = good;
+        b[28] = 3;
+        b[24] |= 0x2;
+        b[32..40].copy_from_slice(&4u64.to_le_bytes());
+        assert!(
+            Superblock::parse(&b).is_err(),
+            "recalc_sector inside a block accepted"
+        );
     }
 }

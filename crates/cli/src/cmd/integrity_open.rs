@@ -89,6 +89,13 @@ pub struct BitmapArgs {
         requires = "bitmap_mode"
     )]
     pub flush_time: Option<u64>,
+    /// Recompute keyed (hmac) tags the superblock marks as not yet
+    /// recalculated or dirty (after a crash in bitmap mode). Refused
+    /// without this: the superblock is not authenticated, so whoever can
+    /// write the disk could have tampered data re-tagged. Check the data
+    /// with `integrity verify` first.
+    #[arg(long = "integrity-legacy-recalc")]
+    pub legacy_recalc: bool,
 }
 
 impl BitmapArgs {
@@ -100,6 +107,7 @@ impl BitmapArgs {
             flush_interval: self
                 .flush_time
                 .map_or(d.flush_interval, Duration::from_millis),
+            legacy_recalculate: self.legacy_recalc,
         }
     }
 }
@@ -112,6 +120,8 @@ struct IntegrityStore {
     name: String,
     /// Blocks that failed their tags since opening.
     failures: AtomicU64,
+    /// Serializes the writes of the failure record.
+    recording: std::sync::Mutex<()>,
 }
 
 impl IntegrityStore {
@@ -121,6 +131,8 @@ impl IntegrityStore {
             Error::TagMismatch { sector } => {
                 // As the kernel logs "Checksum failed at sector".
                 eprintln!("cryptkeep: integrity tag mismatch at sector {sector}");
+                // One record at a time: reads fail on several threads.
+                let _one = self.recording.lock().unwrap_or_else(|p| p.into_inner());
                 let c = IntegrityCounts {
                     failures: self.failures.fetch_add(1, Ordering::Relaxed) + 1,
                     last_failure: Some(sector / (self.dev.block_size() as u64 / 512)),
@@ -201,6 +213,7 @@ impl Launch for IntegrityCtx {
             read_only: self.mode == Mode::ReadOnly,
             name: self.st.name.clone(),
             failures: AtomicU64::new(0),
+            recording: std::sync::Mutex::new(()),
         };
         serve::serve_store(self.st, Arc::new(store), false, None)
     }

@@ -67,6 +67,15 @@ pub fn payload(
     }
     spec.check_key_bytes(seg.key_bytes)
         .map_err(|e| from_crypto(&e, place))?;
+    if seg.iv_tweak != 0 {
+        return Err(unsupported(
+            format!(
+                "an authenticated segment with iv_tweak {} (its IVs and associated data would be wrong)",
+                seg.iv_tweak
+            ),
+            place,
+        ));
+    }
     let sb = read_superblock_at(volume, seg.offset).map_err(|e| match e {
         // The superblock is part of this LUKS2 volume's data area, not a
         // device of its own: say where it was looked for.
@@ -160,8 +169,14 @@ pub fn volume(
     })?;
     state::save_integrity_counts(name, &IntegrityCounts::default())?;
     let name = name.to_string();
+    // One record at a time: reads fail on several threads at once.
+    let recorded = std::sync::Mutex::new(IntegrityCounts::default());
     Ok(vol.with_failure_hook(Box::new(move |failures, sector| {
-        let c = IntegrityCounts {
+        let mut c = recorded.lock().unwrap_or_else(|p| p.into_inner());
+        if failures < c.failures {
+            return;
+        }
+        *c = IntegrityCounts {
             failures,
             last_failure: Some(sector),
         };
