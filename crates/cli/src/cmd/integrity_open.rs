@@ -147,6 +147,16 @@ impl IntegrityStore {
     }
 }
 
+impl Drop for IntegrityStore {
+    /// A clean stop: in bitmap mode, the bitmap is retired as the kernel's
+    /// close does (nothing left to recalculate).
+    fn drop(&mut self) {
+        if let Err(e) = self.dev.close() {
+            eprintln!("cryptkeep: closing the integrity device: {e}");
+        }
+    }
+}
+
 impl BlockStore for IntegrityStore {
     fn size(&self) -> u64 {
         self.dev.size()
