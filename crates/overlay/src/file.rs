@@ -12,6 +12,7 @@
 use crate::content::{ContentCipher, PLAIN_BS};
 use crate::error::{Error, Result};
 use crate::header::{FileHeader, HEADER_LEN};
+use crate::stream::{Stamp, Stream};
 use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -24,6 +25,9 @@ pub struct CipherFile {
     file: File,
     path: PathBuf,
     header: OnceLock<FileHeader>,
+    /// Sequential reads straight from the disk, when asked for
+    /// ([`CipherFile::with_streaming`]).
+    stream: Option<Stream>,
 }
 
 impl CipherFile {
@@ -34,6 +38,29 @@ impl CipherFile {
             file,
             path: path.to_path_buf(),
             header: OnceLock::new(),
+            stream: None,
+        }
+    }
+
+    /// Lets sequential reads of a cipher file on a disk bypass the page
+    /// cache, read ahead in chunks of about 1 MiB by threads of their own
+    /// (see `stream.rs`); other reads, and files on a file system in
+    /// memory, are read as before.
+    pub fn with_streaming(mut self) -> CipherFile {
+        self.stream = Some(Stream::new());
+        self
+    }
+
+    /// How many reads were served from ciphertext read directly (see
+    /// [`CipherFile::with_streaming`]); 0 without streaming.
+    pub fn streamed_reads(&self) -> u64 {
+        self.stream.as_ref().map_or(0, Stream::served)
+    }
+
+    /// Drops what was read ahead: the file is about to change.
+    fn changing(&mut self) {
+        if let Some(s) = &mut self.stream {
+            s.reset();
         }
     }
 
@@ -191,7 +218,11 @@ impl CipherFile {
     /// (short at end of file). A block that fails authentication fails the
     /// read with [`Error::Auth`] naming it.
     pub fn read_at(&self, c: &ContentCipher, buf: &mut [u8], off: u64) -> Result<usize> {
-        let cipher_len = self.cipher_len()?;
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("stat", &self.path, e))?;
+        let cipher_len = meta.len();
         let size = c.plain_size(cipher_len);
         if off >= size || buf.is_empty() {
             return Ok(0);
@@ -207,22 +238,40 @@ impl CipherFile {
         let clen = (nblocks * c.cipher_bs()).min(cipher_len.saturating_sub(coff) as usize);
         let start = (off - first * bs) as usize;
         let want = (end - off) as usize;
-        SCRATCH.with(|scratch| {
-            let (cipher, plain) = &mut *scratch.borrow_mut();
-            let cbuf = grown(cipher, clen);
+        // Opens the blocks into `out` (room for all of them): from what
+        // was read ahead directly, or with one `pread` into `cbuf`.
+        let open = |cbuf: &mut Vec<u8>, out: &mut [u8]| -> Result<usize> {
+            if let Some(s) = &self.stream {
+                let stamp = Stamp::of(&meta);
+                let r = s.read(
+                    &self.file,
+                    c,
+                    &h.id,
+                    first,
+                    nblocks as u64,
+                    cipher_len,
+                    stamp,
+                    out,
+                );
+                if let Some(r) = r {
+                    return r.map_err(|e| e.at(&self.path));
+                }
+            }
+            let cbuf = grown(cbuf, clen);
             let got =
                 read_full(&self.file, cbuf, coff).map_err(|e| Error::io("read", &self.path, e))?;
+            c.decrypt_blocks_into(first, &h.id, &cbuf[..got], out)
+                .map_err(|e| e.at(&self.path))
+        };
+        SCRATCH.with(|scratch| {
+            let (cipher, plain) = &mut *scratch.borrow_mut();
             if start == 0 && buf.len() >= nblocks * PLAIN_BS {
                 // Block-aligned (every kernel read): decrypt in place, no copy.
-                let n = c
-                    .decrypt_blocks_into(first, &h.id, &cbuf[..got], buf)
-                    .map_err(|e| e.at(&self.path))?;
+                let n = open(cipher, &mut buf[..nblocks * PLAIN_BS])?;
                 return Ok(want.min(n));
             }
             let pbuf = grown(plain, nblocks * PLAIN_BS);
-            let n = c
-                .decrypt_blocks_into(first, &h.id, &cbuf[..got], pbuf)
-                .map_err(|e| e.at(&self.path))?;
+            let n = open(cipher, pbuf)?;
             let stop = (start + want).min(n);
             if stop <= start {
                 return Ok(0);
@@ -257,6 +306,7 @@ impl CipherFile {
         if data.is_empty() {
             return Ok(());
         }
+        self.changing();
         let size = self.plain_size(c)?;
         // At most the file's length (a header-only file counts 0).
         let mut clen = c.cipher_size(size);
@@ -322,6 +372,7 @@ impl CipherFile {
     /// changing the size (`fallocate(FALLOC_FL_KEEP_SIZE)` on the cipher
     /// blocks that hold them; zeroed cipher blocks read as holes).
     pub fn reserve(&mut self, c: &ContentCipher, off: u64, len: u64) -> Result<()> {
+        self.changing();
         if len == 0 {
             return Ok(());
         }
@@ -335,6 +386,7 @@ impl CipherFile {
     /// become holes in the cipher file, the partial edges and the last
     /// block are rewritten as zeros.
     pub fn punch_hole(&mut self, c: &ContentCipher, off: u64, len: u64) -> Result<()> {
+        self.changing();
         let size = self.plain_size(c)?;
         let end = off.saturating_add(len).min(size);
         if off >= end {
@@ -370,6 +422,7 @@ impl CipherFile {
 
     /// Sets the plaintext size.
     pub fn truncate(&mut self, c: &ContentCipher, new_size: u64) -> Result<()> {
+        self.changing();
         let size = self.plain_size(c)?;
         let set_len =
             |f: &File, l: u64, p: &Path| f.set_len(l).map_err(|e| Error::io("truncate", p, e));

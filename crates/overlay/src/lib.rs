@@ -28,6 +28,7 @@ pub mod kdf;
 pub mod keys;
 pub mod names;
 pub mod reverse;
+mod stream;
 pub mod sys;
 pub mod tree;
 

@@ -84,7 +84,7 @@ impl OverlayFs {
                 inodes.insert(
                     ino,
                     OpenInode {
-                        file: Arc::new(Open::new(CipherFile::new(f, &p))),
+                        file: Arc::new(Open::new(CipherFile::new(f, &p).with_streaming())),
                         handles: 1,
                     },
                 );

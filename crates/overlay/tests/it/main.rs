@@ -8,4 +8,5 @@ mod fsck;
 mod gocryptfs_interop;
 mod passwd;
 mod reverse;
+mod streaming;
 mod tamper;
