@@ -71,7 +71,10 @@ fn sequential_reads_stream_and_match() {
         }
         // Read again from the middle (a seek, then a new stream).
         let from = 5 * (1 << 20) + 3 * PLAIN_BS;
-        assert!(read_from(&cd, &f, from, step, size) == data[from..], "step {step}");
+        assert!(
+            read_from(&cd, &f, from, step, size) == data[from..],
+            "step {step}"
+        );
     }
 }
 
@@ -129,7 +132,8 @@ fn changes_are_seen() {
     let mut buf = vec![0u8; step];
     // Start a stream (chunks are read ahead now).
     for k in 0..2 {
-        f.read_at(cd.content(), &mut buf, (k * step) as u64).unwrap();
+        f.read_at(cd.content(), &mut buf, (k * step) as u64)
+            .unwrap();
         assert!(buf[..] == data[k * step..(k + 1) * step]);
     }
     // A write through the file, ahead of the reader.
@@ -138,7 +142,8 @@ fn changes_are_seen() {
     f.write_at(cd.content(), &new, at as u64).unwrap();
     data[at..at + new.len()].copy_from_slice(&new);
     for k in 2..5 {
-        f.read_at(cd.content(), &mut buf, (k * step) as u64).unwrap();
+        f.read_at(cd.content(), &mut buf, (k * step) as u64)
+            .unwrap();
         assert!(buf[..] == data[k * step..(k + 1) * step], "piece {k}");
     }
     // A change behind its back: another file (gocryptfs, a restore) put a
@@ -152,7 +157,8 @@ fn changes_are_seen() {
     let at = block as usize * PLAIN_BS;
     data[at..at + PLAIN_BS].copy_from_slice(&newer);
     for k in 5..10 {
-        f.read_at(cd.content(), &mut buf, (k * step) as u64).unwrap();
+        f.read_at(cd.content(), &mut buf, (k * step) as u64)
+            .unwrap();
         assert!(buf[..] == data[k * step..(k + 1) * step], "piece {k}");
     }
     // Grown behind its back: the new end is read too.
