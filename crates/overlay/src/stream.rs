@@ -154,7 +154,7 @@ enum Slot {
     /// Being read.
     Reading,
     /// Read: `len` bytes of the buffer hold the cipher file from `start`.
-    Done(AlignedBuf, usize),
+    Done(Arc<AlignedBuf>, usize),
     /// The read failed: readers go through the page cache.
     Failed(i32),
 }
@@ -186,7 +186,7 @@ impl Chunk {
         drop(s);
         let r = read_full(&self.file, &mut buf.as_mut()[..self.len], self.start);
         let next = match r {
-            Ok(n) => Slot::Done(buf, n),
+            Ok(n) => Slot::Done(Arc::new(buf), n),
             Err(e) => Slot::Failed(e.raw_os_error().unwrap_or(libc::EIO)),
         };
         if let Ok(mut s) = self.slot.lock() {
@@ -196,13 +196,19 @@ impl Chunk {
     }
 
     /// Waits until the chunk is read (reading it here if nobody started
-    /// it) and calls `f` with its bytes; `None` if the read failed.
+    /// it) and calls `f` with its bytes; `Err(errno)` if the read failed.
     fn with_bytes<T>(&self, f: impl FnOnce(&[u8]) -> T) -> Option<std::result::Result<T, i32>> {
         self.fill();
         let mut s = self.slot.lock().ok()?;
         loop {
             match &*s {
-                Slot::Done(b, n) => return Some(Ok(f(&b.as_slice()[..*n]))),
+                Slot::Done(b, n) => {
+                    // Opened without the lock: readers of one chunk run
+                    // side by side.
+                    let (b, n) = (b.clone(), *n);
+                    drop(s);
+                    return Some(Ok(f(&b.as_slice()[..n])));
+                }
                 Slot::Failed(e) => return Some(Err(*e)),
                 Slot::Reading => s = self.done.wait(s).ok()?,
                 // Only `fill` (above) takes a queued chunk.
@@ -214,7 +220,8 @@ impl Chunk {
     /// Its buffer back, if it is the last holder and the chunk is read.
     fn into_buf(self) -> Option<AlignedBuf> {
         match self.slot.into_inner().ok()? {
-            Slot::Done(b, _) | Slot::Queued(b) => Some(b),
+            Slot::Done(b, _) => Arc::try_unwrap(b).ok(),
+            Slot::Queued(b) => Some(b),
             _ => None,
         }
     }
