@@ -41,11 +41,15 @@ our_loops() { losetup -n -O BACK-FILE 2>/dev/null | grep -c "^$W" || true; }
 check() {
   for slot in "${!want[@]}"; do echo "$slot ${want[$slot]}"; done > "$W/allowed"
   python3 - "$3" "$W/allowed" "$CHUNK" "$SS" "$2" "$1" <<'PY'
-import mmap, os, sys
+import fcntl, mmap, os, struct, sys
 dev, allowed, chunk, ss, mode, rnd = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
 size = os.lseek(fd, 0, os.SEEK_END)
-big, small = mmap.mmap(-1, 1 << 20), mmap.mmap(-1, ss)
+# Direct reads go in units of the loop device's logical block size, which
+# can be larger than the volume's sector (BLKSSZGET).
+lbs = struct.unpack('i', fcntl.ioctl(fd, 0x1268, b'\0' * 4))[0]
+g = max(ss, lbs)
+big, small = mmap.mmap(-1, 1 << 20), mmap.mmap(-1, g)
 data, bad = bytearray(size), set()
 for off in range(0, size, 1 << 20):
     n = min(1 << 20, size - off)
@@ -56,14 +60,18 @@ for off in range(0, size, 1 << 20):
     except OSError as e:
         if e.errno != 5:
             raise
-        for s in range(off, off + n, ss):
+        # A failing unit: every sector in it counts as failing.
+        for s in range(off, off + n, g):
             try:
                 os.preadv(fd, [small], s)
-                data[s:s + ss] = small[:]
+                data[s:s + g] = small[:]
             except OSError as e2:
-                if e2.errno != 5:
+                # EIO: a tag failed. EINVAL has been seen on a single-unit
+                # direct read right after a failing one; either way nothing
+                # was returned, which is what counts: the unit is unreadable.
+                if e2.errno not in (5, 22):
                     raise
-                bad.add(s // ss)
+                bad.update(range(s // ss, (s + g) // ss))
 if bad and mode != 'direct':
     sys.exit(f"round {rnd} ({mode}): {len(bad)} sector(s) fail their tags after the crash, first {min(bad)}")
 def content(stamp):
