@@ -115,7 +115,8 @@ kt_boot --timeout 900 --script "$W/guest-script.sh" --put "$KT_LIB/guest.sh" --p
   || kt_bad "the kernel phase failed (see the guest's FAIL lines above)"
 
 # --- the same layout: cryptkeep's integrity superblock is the kernel's -------
-sb_dump() { dd if="$1" bs=1M skip=16 count=1 status=none > "$W/sb.img" && integritysetup dump "$W/sb.img" | tail -n +2; }
+# Each side gets its own copy: the two dumps run at the same time under diff.
+sb_dump() { dd if="$1" bs=1M skip=16 count=1 status=none > "$1.sb" && integritysetup dump "$1.sb" | tail -n +2; }
 if command -v integritysetup >/dev/null; then
   while IFS='|' read -r n _; do
     [ -n "$n" ] || continue
