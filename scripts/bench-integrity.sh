@@ -20,6 +20,7 @@
 # Writes into --out DIR: results.csv (the report's layout: cipher/integrity/journal,read,write
 # in MiB/s), table.md (ours, our ratio to raw, the kernel's ratio, ours/kernel),
 # chart.svg (gnuplot, if installed), runs.csv (every run), fio/*.json and run.log.
+# CK=path overrides the cryptkeep binary (default target/release/cryptkeep).
 # usage: scripts/bench-integrity.sh [--reps N] [--runtime S] [--size MiB] [--quick]
 #                                   [--keep process|inline] [--only REGEX] [--out DIR]
 #                                   [--profile REGEX]
@@ -54,7 +55,7 @@ case $keep in process|inline) ;; *) echo "bench-integrity: --keep process|inline
 [ "$size_mib" -ge 64 ] || { echo "bench-integrity: --size must be at least 64 (MiB)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench-integrity: needs root (tmpfs, loop devices)" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
-ck=$root/target/release/cryptkeep
+ck=${CK:-$root/target/release/cryptkeep}
 [ -x "$ck" ] || { echo "bench-integrity: build first: cargo build --release -p cryptkeep-cli" >&2; exit 1; }
 for t in fio losetup blockdev python3; do
   command -v $t >/dev/null || { echo "bench-integrity: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
@@ -184,8 +185,12 @@ slug() { local s=${1//\//_}; echo "${s:-raw}"; }
 declare -A res failed
 echo "rep,row,write,read" > "$out/runs.csv"
 log "$(nproc) cores, $(uname -r); ${size_mib} MiB images on tmpfs; fio ${runtime} s per run; $reps rounds; LUKS2 crypto: --keep $keep"
+step=0; steps=$(( reps * ${#rows[@]} ))
 for ((r = 1; r <= reps; r++)); do
   for row in "${rows[@]}"; do
+    step=$(( step + 1 ))
+    # Progress for `cryptkeep bench integrity` (docs/design/bench.md).
+    [ -n "${BENCH_STEPS:-}" ] && echo "@step $step $steps round $r: $row"
     [ -n "${na[$row]:-}" ] && continue
     [ -n "${failed[$row]:-}" ] && continue
     s=$(date +%s.%N)

@@ -91,9 +91,9 @@ enum Command {
     /// gocryptfs-compatible encrypted directories: init, mount, umount, passwd, info, fsck.
     #[command(subcommand)]
     Fs(fs::FsCmd),
-    /// The published reports' benchmarks: `bench keep` (the secGear report's tables for the keep).
-    #[command(subcommand)]
-    Bench(BenchCmd),
+    /// The published reports' tables regenerated beside the peers (tresor, encfs, secgear,
+    /// caam, integrity, all), or `bench keep`.
+    Bench(bench::Args),
     /// The key process (started by open; not for interactive use).
     #[command(name = "__keep", subcommand, hide = true)]
     Keep(keep_serve::KeepCmd),
@@ -112,12 +112,6 @@ enum KeyslotCmd {
     Change(keyslot_change::Args),
     /// List the keyslots.
     List(keyslot_list::Args),
-}
-
-#[derive(Subcommand, Debug)]
-enum BenchCmd {
-    /// The keep against the host: create/destroy, calls, SHA-256, AES-GCM, RSA, sector crypto.
-    Keep(bench_keep::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -160,7 +154,7 @@ fn run(cli: Cli) -> exit::CliResult {
         Command::Integrity(c) => integrity::run(c),
         Command::Keep(c) => keep_serve::run(c),
         Command::Man(a) => man::run(a),
-        Command::Bench(BenchCmd::Keep(a)) => bench_keep::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }
 

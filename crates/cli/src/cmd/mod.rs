@@ -1,5 +1,6 @@
 //! One module per verb; `common` holds the options and helpers they share.
 
+pub mod bench;
 pub mod bench_keep;
 pub mod benchmark;
 pub mod close;
