@@ -110,7 +110,7 @@ for row in "${all_rows[@]}"; do
   if [ "$row" = // ] || [ -z "$only" ] || [[ $row =~ $only ]]; then rows+=("$row"); fi
 done
 
-w=$(mktemp -d /tmp/ck-bench-int.XXXXXX)
+w=$(mktemp -d "${TMPDIR:-/tmp}/ck-bench-int.XXXXXX")
 t=$w/tmpfs
 name=bench-int
 export CRYPTKEEP_RUN_DIR=$w/run
