@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds cryptkeep and installs it: the binary to $PREFIX/bin and one man
 # page per verb (cryptkeep.1, cryptkeep-open.1, cryptkeep-fs-mount.1, ...)
-# to $PREFIX/share/man/man1. PREFIX defaults to /usr/local; DESTDIR is
+# to $PREFIX/share/man/man1, the scripts of `cryptkeep bench` to
+# $PREFIX/share/cryptkeep/scripts. PREFIX defaults to /usr/local; DESTDIR is
 # prepended to both, for packaging. Installs the system packages it needs
 # first (scripts/install-deps.sh) unless --no-deps is given.
 # usage: scripts/install.sh [--no-deps]
@@ -21,7 +22,13 @@ pages=$(mktemp -d)
 trap 'rm -rf "$pages"' EXIT
 target/release/cryptkeep __man "$pages" >/dev/null
 install -m 0644 "$pages"/*.1 "$man1/"
-echo "installed $bin/cryptkeep and $(ls "$pages" | wc -l) man pages in $man1"
+# The report scripts of `cryptkeep bench`, in the layout they expect
+# (scripts/bench/*.sh calling scripts/bench-*.sh).
+share=$dest$prefix/share/cryptkeep/scripts
+install -d "$share/bench"
+install -m 0755 scripts/bench-*.sh "$share/"
+install -m 0755 scripts/bench/*.sh "$share/bench/"
+echo "installed $bin/cryptkeep, $(ls "$pages" | wc -l) man pages in $man1 and the benchmark scripts in $share"
 if [ -z "$dest" ] && command -v mandb >/dev/null; then
   mandb -q 2>/dev/null || true
 fi

@@ -185,7 +185,8 @@ impl Progress {
 }
 
 /// Where the report scripts are: `$CRYPTKEEP_BENCH_SCRIPTS`, then
-/// `scripts/bench` of the checkout `exe` was built in, then the installed copy.
+/// `scripts/bench` of the checkout `exe` was built in, then the copy
+/// `scripts/install.sh` puts beside the installed binary.
 pub fn find_scripts(exe: &Path) -> Result<PathBuf> {
     let mut tried = Vec::new();
     if let Some(dir) = std::env::var_os("CRYPTKEEP_BENCH_SCRIPTS") {
@@ -195,7 +196,10 @@ pub fn find_scripts(exe: &Path) -> Result<PathBuf> {
     if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
         tried.push(root.join("scripts/bench"));
     }
-    tried.push(PathBuf::from("/usr/local/share/cryptkeep/bench"));
+    // PREFIX/bin/cryptkeep -> PREFIX/share/cryptkeep/scripts/bench (scripts/install.sh)
+    if let Some(prefix) = exe.parent().and_then(Path::parent) {
+        tried.push(prefix.join("share/cryptkeep/scripts/bench"));
+    }
     tried
         .iter()
         .find(|d| d.is_dir())
