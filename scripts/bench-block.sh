@@ -19,6 +19,7 @@
 #   to compare the keep process against in-process crypto in the same run
 #   --nodiscard: mkfs.ext4 -E nodiscard for the dd test (mkfs's discard leaves the
 #   backing files in different states: punched holes on bindfs, EOPNOTSUPP on cryptkeep)
+# CK=PATH: the cryptkeep binary (default target/release/cryptkeep).
 # CK_BASE=PATH adds a target cryptkeep-base: the same volume served by another
 # cryptkeep binary (an older build), to compare two builds in one run.
 set -euo pipefail
@@ -42,85 +43,31 @@ if [ -n "$base" ]; then
   targets+=(cryptkeep-base)
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-ck=$root/target/release/cryptkeep
+ck=${CK:-$root/target/release/cryptkeep}
 [ -x "$ck" ] || { echo "bench-block: build first: cargo build --release" >&2; exit 1; }
-for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4; do
+for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4 jq; do
   command -v $t >/dev/null || { echo "bench-block: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
-
-if [ -n "$backing" ]; then
-  [ -d "$backing" ] || { echo "bench-block: --backing $backing is not a directory" >&2; exit 1; }
-  w=$(mktemp -d "$(cd "$backing" && pwd)/ck-bench.XXXXXX")
-else
-  w=$(mktemp -d /tmp/ck-bench.XXXXXX)
-fi
-export CRYPTKEEP_RUN_DIR=$w/run
-loops=(); mounts=()
-cleanup() {
-  set +e
-  for m in $w/mnt-*; do mountpoint -q "$m" && umount "$m"; done
-  for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
-  "$ck" close bench >/dev/null 2>&1
-  "$ck" close bench-inline >/dev/null 2>&1
-  [ -n "$base" ] && "$base" close bench-base >/dev/null 2>&1
-  for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null; done
-  mountpoint -q $w/tmpfs && umount -l $w/tmpfs
-  rm -rf "$w"
-}
-trap cleanup EXIT
-mkdir -p $w/tmpfs $w/run
-if [ -n "$backing" ]; then
-  t=$w/back; mkdir -p $t
-else
-  mount -t tmpfs -o size=$((size_mib * 6 + 512))M tmpfs $w/tmpfs
-  t=$w/tmpfs
-fi
-store="$(findmnt -n -o FSTYPE,SOURCE --target "$t" | awk '{print $1 " on " $2}')"
-echo "bench-block: backing store $t: $store" >&2
+blk_name=bench-block blk_ck=$ck
+. "$root/scripts/bench/lib-block.sh"
+blk_init "$backing" $((size_mib * 6 + 512))
+w=$blk_w t=$blk_store store=$blk_store_desc
 has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
 
-# cryptkeep
 printf 'bench' > $w/pass
-"$ck" format $t/ck.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
-  --key-file $w/pass --batch-mode >/dev/null
-ck_dev=$("$ck" open $t/ck.img bench --key-file $w/pass "${keep_args[@]}")
-if [[ " ${targets[*]} " == *" inline "* ]]; then
-  "$ck" format $t/ck2.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
-    --key-file $w/pass --batch-mode >/dev/null
-  inl_dev=$("$ck" open $t/ck2.img bench-inline --key-file $w/pass --keep inline)
-fi
+blk_cryptkeep bench $size_mib $w/pass -- "${keep_args[@]}"; ck_dev=$blk_dev
+if has inline; then blk_cryptkeep bench-inline $size_mib $w/pass -- --keep inline; inl_dev=$blk_dev; fi
 if [ -n "$base" ]; then
-  "$base" format $t/ck3.img --size $((size_mib + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
-    --key-file $w/pass --batch-mode >/dev/null
-  base_dev=$("$base" open $t/ck3.img bench-base --key-file $w/pass "${keep_args[@]}")
+  blk_cryptkeep_format $t/bench-base.img $size_mib $w/pass
+  BIN=$base blk_cryptkeep_open $t/bench-base.img bench-base $w/pass "${keep_args[@]}"; base_dev=$blk_dev
 fi
 # a plain image file, straight on the backing store
-if has loop; then
-  mkdir -p $t/raw; truncate -s ${size_mib}M $t/raw/file
-  loop_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $t/raw/file); loops+=($loop_dev)
-fi
+if has loop; then blk_plain_loop raw $size_mib; loop_dev=$blk_dev; fi
 # bindfs passthrough of a plain file
-if has bindfs; then
-  mkdir -p $t/plain $w/bindfs; truncate -s ${size_mib}M $t/plain/file
-  bindfs --multithreaded $t/plain $w/bindfs; mounts+=($w/bindfs)
-  bind_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/bindfs/file); loops+=($bind_dev)
-fi
-# gocryptfs
-if has gocryptfs; then
-  mkdir -p $t/gcipher $w/gplain
-  gocryptfs -q -init -scryptn 10 -passfile $w/pass $t/gcipher >/dev/null
-  gocryptfs -q -nosyslog -passfile $w/pass $t/gcipher $w/gplain; mounts+=($w/gplain)
-  truncate -s ${size_mib}M $w/gplain/file
-  goc_dev=$(losetup --direct-io=on --sector-size 4096 -f --show $w/gplain/file 2>/dev/null || losetup -f --show $w/gplain/file)
-  loops+=($goc_dev)
-fi
+if has bindfs; then blk_bindfs bindfs $size_mib; bind_dev=$blk_dev; fi
+if has gocryptfs; then blk_gocryptfs gocryptfs $size_mib $w/pass; goc_dev=$blk_dev; fi
 
-fio_run() { # dev rw -> MiB/s
-  fio --name=b --filename=$1 --rw=$2 --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
-    --offset_increment=$((size_mib / 2))M --size=$((size_mib / 2))M --runtime=10 --group_reporting \
-    --output-format=json 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin)['jobs'][0]; \
-print(round((j['write']['bw'] if '$2'=='write' else j['read']['bw'])/1024))"
-}
+fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib 10)"; } # dev rw -> MiB/s
 dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   local m=$w/mnt-dd
   # no lazy init: its background zeroing would race the timed write
@@ -136,7 +83,7 @@ dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   e=$(date +%s.%N); umount $m
   python3 -c "print(round(100/($e-$s)))"
 }
-hdparm_run() { hdparm -t $1 | awk '/Timing/ {print $(NF-1)}'; }
+hdparm_run() { blk_hdparm -t $1; }
 
 declare -A res
 for r in $(seq 1 $reps); do

@@ -1,0 +1,231 @@
+# Shared by the block-device benchmarks (scripts/bench-block.sh, scripts/bench/tresor.sh,
+# scripts/bench/caam.sh); source it, do not run it.
+#
+# It gives them one work directory (on a fresh tmpfs, or with a backing directory on the
+# file system that holds it: a disk), the block targets the benchmarks compare, each a
+# loop device:
+#   blk_plain_loop   a plain image file, direct-I/O loop (what the backing store gives)
+#   blk_bindfs       a plain file through a multithreaded bindfs FUSE passthrough, direct-I/O loop
+#   blk_gocryptfs    a file inside a gocryptfs mount, loop device
+#   blk_cryptkeep    `cryptkeep format` + `cryptkeep open` (its FUSE file and direct-I/O loop)
+#   blk_qsd_luks     a LUKS image opened by qemu-storage-daemon's luks driver and exported
+#                    as a FUSE file, direct-I/O loop
+# the measurements they share (fio, hdparm, dd's own timing), and one cleanup, run on
+# exit, Ctrl-C or SIGTERM, that leaves no mount, loop device or daemon of the run behind.
+#
+# Each blk_* setup function sets blk_dev to the device it made. Messages go to stderr.
+#
+# Cleanup works from what is on the system, not only from what the script noted: every
+# mount under the work directory, every loop device whose backing file is under it, every
+# cryptkeep volume in its run directory, so that an interrupt between a setup step and its
+# bookkeeping leaves nothing behind either.
+
+blk_name=${blk_name:-bench}        # prefix of messages
+blk_ck=${blk_ck:-}                 # the cryptkeep binary
+blk_w=                             # the work directory
+blk_store=                         # where the image files go (the tmpfs or a directory on the backing store)
+blk_store_desc=                    # "FSTYPE on SOURCE" of the backing store
+blk_backing=                       # the --backing directory, empty for a tmpfs
+blk_dev=                           # the device the last blk_* setup function made
+blk_ck_volumes=()                  # "BINARY NAME" of every cryptkeep volume opened
+blk_qsd_pids=()                    # qemu-storage-daemon processes started
+
+blk_log() { echo "$blk_name: $*" >&2; }
+blk_die() { blk_log "$*"; exit 1; }
+
+# blk_init BACKING_DIR TMPFS_MiB: make the work directory and the image store, and install
+# the cleanup. An empty BACKING_DIR means a tmpfs of TMPFS_MiB mounted in a mktemp directory.
+blk_init() {
+  blk_backing=$1
+  local tmpfs_mib=$2
+  if [ -n "$blk_backing" ]; then
+    [ -d "$blk_backing" ] || blk_die "--backing $blk_backing is not a directory"
+    blk_w=$(mktemp -d "$(realpath "$blk_backing")/ck-bench.XXXXXX")
+  else
+    blk_w=$(mktemp -d /tmp/ck-bench.XXXXXX)
+  fi
+  blk_w=$(realpath "$blk_w")
+  trap blk_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
+  export CRYPTKEEP_RUN_DIR=$blk_w/run
+  mkdir -p "$blk_w/run"
+  if [ -n "$blk_backing" ]; then
+    blk_store=$blk_w/back
+    mkdir -p "$blk_store"
+  else
+    blk_store=$blk_w/tmpfs
+    mkdir -p "$blk_store"
+    mount -t tmpfs -o "size=${tmpfs_mib}M" tmpfs "$blk_store"
+  fi
+  blk_store_desc="$(findmnt -n -o FSTYPE,SOURCE --target "$blk_store" | awk '{print $1 " on " $2}')"
+  blk_log "work directory $blk_w; image files on $blk_store_desc"
+}
+
+# The mounts under the work directory, deepest first.
+blk_mounts_under_work() {
+  findmnt -rn -o TARGET | awk -v w="$blk_w/" 'index($0, w) == 1' | sort -r
+}
+
+blk_cleanup() {
+  local rc=$?
+  trap '' INT TERM HUP
+  set +e
+  [ -n "$blk_w" ] && [ -d "$blk_w" ] || return $rc
+  local m fstype v bin name dev file pid i
+  # 1. file systems mounted on the test devices (not the FUSE mounts under the devices)
+  for m in $(blk_mounts_under_work); do
+    fstype=$(findmnt -n -o FSTYPE --mountpoint "$m")
+    case $fstype in fuse*|tmpfs) ;; *) umount "$m" 2>/dev/null || umount -l "$m";; esac
+  done
+  # 2. cryptkeep volumes: the ones opened, then any other in the run directory
+  for v in "${blk_ck_volumes[@]}"; do
+    read -r bin name <<< "$v"
+    "$bin" close "$name" >/dev/null 2>&1
+  done
+  for v in "$blk_w"/run/*/; do
+    [ -d "$v" ] || continue
+    name=$(basename "$v")
+    [ -n "$blk_ck" ] && "$blk_ck" close "$name" >/dev/null 2>&1
+  done
+  # 3. loop devices over files of the run
+  while read -r dev file; do
+    [[ $file == "$blk_w"/* ]] && losetup -d "$dev" 2>/dev/null
+  done < <(losetup -l -n -O NAME,BACK-FILE 2>/dev/null)
+  # 4. qemu-storage-daemon
+  for pid in "${blk_qsd_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${blk_qsd_pids[@]}"; do
+    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  # 5. the FUSE mounts (bindfs, gocryptfs, exports), then the tmpfs
+  for m in $(blk_mounts_under_work); do
+    fusermount3 -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || umount -l "$m"
+  done
+  if [ -n "$(blk_mounts_under_work)" ]; then
+    blk_log "cleanup: still mounted under $blk_w: $(blk_mounts_under_work | tr '\n' ' ') (left in place)"
+  else
+    rm -rf --one-file-system "$blk_w"
+  fi
+  return $rc
+}
+
+blk_drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# blk_attach FILE [DIRECT]: a loop device over FILE (direct I/O unless DIRECT=off; 4096-byte
+# sectors), falling back to buffered I/O where the file refuses O_DIRECT.
+blk_attach() {
+  local file=$1 direct=${2:-on}
+  if [ "$direct" = on ]; then
+    blk_dev=$(losetup --direct-io=on --sector-size 4096 -f --show "$file" 2>/dev/null) ||
+      blk_dev=$(losetup --sector-size 4096 -f --show "$file")
+  else
+    blk_dev=$(losetup --sector-size 4096 -f --show "$file")
+  fi
+}
+
+# blk_plain_loop NAME SIZE_MiB
+blk_plain_loop() {
+  mkdir -p "$blk_store/$1"
+  truncate -s "$2M" "$blk_store/$1/file"
+  blk_attach "$blk_store/$1/file"
+}
+
+# blk_bindfs NAME SIZE_MiB
+blk_bindfs() {
+  mkdir -p "$blk_store/$1" "$blk_w/$1"
+  truncate -s "$2M" "$blk_store/$1/file"
+  bindfs --multithreaded "$blk_store/$1" "$blk_w/$1"
+  blk_attach "$blk_w/$1/file"
+}
+
+# blk_gocryptfs NAME SIZE_MiB PASSFILE
+blk_gocryptfs() {
+  mkdir -p "$blk_store/$1" "$blk_w/$1"
+  gocryptfs -q -init -scryptn 10 -passfile "$3" "$blk_store/$1" >/dev/null
+  gocryptfs -q -nosyslog -passfile "$3" "$blk_store/$1" "$blk_w/$1"
+  truncate -s "$2M" "$blk_w/$1/file"
+  blk_attach "$blk_w/$1/file"
+}
+
+# blk_cryptkeep_format IMAGE SIZE_MiB PASSFILE [FORMAT_ARGS...]: a volume with SIZE_MiB of
+# data (plus room for the header), with a cheap keyslot (the unlock is not measured).
+blk_cryptkeep_format() {
+  local image=$1 size=$2 pass=$3; shift 3
+  "$blk_ck" format "$image" --size $((size + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+    --key-file "$pass" --batch-mode "$@" >/dev/null
+}
+
+# blk_cryptkeep_open IMAGE NAME PASSFILE [OPEN_ARGS...] (BIN=another cryptkeep binary)
+blk_cryptkeep_open() {
+  local image=$1 name=$2 pass=$3 bin=${BIN:-$blk_ck}; shift 3
+  blk_ck_volumes+=("$bin $name")
+  blk_dev=$("$bin" open "$image" "$name" --key-file "$pass" "$@")
+}
+
+# blk_cryptkeep NAME SIZE_MiB PASSFILE [FORMAT_ARGS...] [-- OPEN_ARGS...]: format and open
+# a volume NAME.img in the image store.
+blk_cryptkeep() {
+  local name=$1 size=$2 pass=$3; shift 3
+  local format_args=() open_args=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do format_args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  open_args=("$@")
+  blk_cryptkeep_format "$blk_store/$name.img" "$size" "$pass" "${format_args[@]}"
+  blk_cryptkeep_open "$blk_store/$name.img" "$name" "$pass" "${open_args[@]}"
+}
+
+# blk_qsd_luks NAME IMAGE PASSFILE: qemu-storage-daemon opens the LUKS image IMAGE with
+# its luks block driver and exports the plaintext as a FUSE file; a direct-I/O loop device
+# (512-byte sectors, as LUKS1's) over that file. The daemon runs in this script's process
+# group, so a signal to the group reaches it too.
+blk_qsd_luks() {
+  local name=$1 image=$2 pass=$3 export_file=$blk_w/$1.export i
+  : > "$export_file"
+  qemu-storage-daemon \
+    --object "secret,id=${name}-key,file=$pass" \
+    --blockdev "driver=file,node-name=${name}-file,filename=$image" \
+    --blockdev "driver=luks,node-name=${name}-luks,file=${name}-file,key-secret=${name}-key" \
+    --export "type=fuse,id=${name}-export,node-name=${name}-luks,mountpoint=$export_file,writable=on" \
+    >&2 &
+  blk_qsd_pids+=($!)
+  for i in $(seq 100); do
+    mountpoint -q "$export_file" && break
+    kill -0 "${blk_qsd_pids[-1]}" 2>/dev/null || blk_die "qemu-storage-daemon exited before exporting $image"
+    sleep 0.1
+  done
+  mountpoint -q "$export_file" || blk_die "qemu-storage-daemon did not export $image within 10 s"
+  blk_dev=$(losetup --direct-io=on -f --show "$export_file" 2>/dev/null) ||
+    blk_dev=$(losetup -f --show "$export_file")
+}
+
+# blk_fio DEV read|write SIZE_MiB RUNTIME_S: sequential 1 MiB blocks, iodepth 64, libaio,
+# direct, two jobs on the two halves of the device; prints MiB/s.
+blk_fio() {
+  fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
+    --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting \
+    --output-format=json 2>/dev/null |
+    jq -r --arg rw "$2" '.jobs[0][$rw].bw_bytes / 1048576 | . * 100 | round / 100'
+}
+
+# blk_hdparm -t|-T DEV: hdparm's timing of buffered device reads (-t, the caches flushed
+# first) or of reads from the buffer cache (-T); prints hdparm's figure in its MB/s (2^20 bytes).
+blk_hdparm() {
+  LC_ALL=C hdparm "$1" "$2" | awk '/Timing/ {
+    v = $(NF-1); u = $NF
+    if (u ~ /^kB/) v /= 1024; else if (u ~ /^GB/) v *= 1024
+    print v }'
+}
+
+# blk_dd_rate DD_ARGS...: runs dd and prints its rate from dd's own count and time, in
+# MB/s (10^6 bytes, as dd reports).
+blk_dd_rate() {
+  LC_ALL=C dd "$@" 2>&1 >/dev/null | awk '/bytes .* copied/ {
+    s = $0; sub(/.*copied, /, "", s); split(s, t, " ")
+    if (t[1] > 0) printf "%.2f\n", $1 / t[1] / 1e6 }'
+}
+
+# blk_positive VALUE: is VALUE a positive decimal number?
+blk_positive() { [[ $1 =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] && awk -v v="$1" 'BEGIN { exit !(v > 0) }'; }
