@@ -13,7 +13,8 @@
 # the measurements they share (fio, hdparm, dd's own timing), and one cleanup, run on
 # exit, Ctrl-C or SIGTERM, that leaves no mount, loop device or daemon of the run behind.
 #
-# Each blk_* setup function sets blk_dev to the device it made. Messages go to stderr.
+# Each blk_* setup function sets blk_dev to the device it made and returns non-zero if it
+# could not (also where errexit is off, as in `if blk_bindfs ...`). Messages go to stderr.
 #
 # Cleanup works from what is on the system, not only from what the script noted: every
 # mount under the work directory, every loop device whose backing file is under it, every
@@ -29,6 +30,7 @@ blk_backing=                       # the --backing directory, empty for a tmpfs
 blk_dev=                           # the device the last blk_* setup function made
 blk_ck_volumes=()                  # "BINARY NAME" of every cryptkeep volume opened
 blk_qsd_pids=()                    # qemu-storage-daemon processes started
+blk_loops=()                       # loop devices attached (not cryptkeep's own)
 
 blk_log() { echo "$blk_name: $*" >&2; }
 blk_die() { blk_log "$*"; exit 1; }
@@ -89,7 +91,9 @@ blk_cleanup() {
     name=$(basename "$v")
     [ -n "$blk_ck" ] && "$blk_ck" close "$name" >/dev/null 2>&1
   done
-  # 3. loop devices over files of the run
+  # 3. loop devices: the ones attached (a loop over a FUSE file whose daemon has gone
+  # shows "/" as its backing file), then any other over a file of the run
+  for dev in "${blk_loops[@]}"; do losetup -d "$dev" 2>/dev/null; done
   while read -r dev file; do
     [[ $file == "$blk_w"/* ]] && losetup -d "$dev" 2>/dev/null
   done < <(losetup -l -n -O NAME,BACK-FILE 2>/dev/null)
@@ -123,31 +127,27 @@ blk_attach() {
       blk_dev=$(losetup --sector-size 4096 -f --show "$file")
   else
     blk_dev=$(losetup --sector-size 4096 -f --show "$file")
-  fi
+  fi && blk_loops+=("$blk_dev")
 }
 
 # blk_plain_loop NAME SIZE_MiB
 blk_plain_loop() {
-  mkdir -p "$blk_store/$1"
-  truncate -s "$2M" "$blk_store/$1/file"
-  blk_attach "$blk_store/$1/file"
+  mkdir -p "$blk_store/$1" && truncate -s "$2M" "$blk_store/$1/file" &&
+    blk_attach "$blk_store/$1/file"
 }
 
 # blk_bindfs NAME SIZE_MiB
 blk_bindfs() {
-  mkdir -p "$blk_store/$1" "$blk_w/$1"
-  truncate -s "$2M" "$blk_store/$1/file"
-  bindfs --multithreaded "$blk_store/$1" "$blk_w/$1"
-  blk_attach "$blk_w/$1/file"
+  mkdir -p "$blk_store/$1" "$blk_w/$1" && truncate -s "$2M" "$blk_store/$1/file" &&
+    bindfs --multithreaded "$blk_store/$1" "$blk_w/$1" && blk_attach "$blk_w/$1/file"
 }
 
 # blk_gocryptfs NAME SIZE_MiB PASSFILE
 blk_gocryptfs() {
-  mkdir -p "$blk_store/$1" "$blk_w/$1"
-  gocryptfs -q -init -scryptn 10 -passfile "$3" "$blk_store/$1" >/dev/null
-  gocryptfs -q -nosyslog -passfile "$3" "$blk_store/$1" "$blk_w/$1"
-  truncate -s "$2M" "$blk_w/$1/file"
-  blk_attach "$blk_w/$1/file"
+  mkdir -p "$blk_store/$1" "$blk_w/$1" &&
+    gocryptfs -q -init -scryptn 10 -passfile "$3" "$blk_store/$1" >/dev/null &&
+    gocryptfs -q -nosyslog -passfile "$3" "$blk_store/$1" "$blk_w/$1" &&
+    truncate -s "$2M" "$blk_w/$1/file" && blk_attach "$blk_w/$1/file"
 }
 
 # blk_cryptkeep_format IMAGE SIZE_MiB PASSFILE [FORMAT_ARGS...]: a volume with SIZE_MiB of
@@ -173,8 +173,8 @@ blk_cryptkeep() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do format_args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   open_args=("$@")
-  blk_cryptkeep_format "$blk_store/$name.img" "$size" "$pass" "${format_args[@]}"
-  blk_cryptkeep_open "$blk_store/$name.img" "$name" "$pass" "${open_args[@]}"
+  blk_cryptkeep_format "$blk_store/$name.img" "$size" "$pass" "${format_args[@]}" &&
+    blk_cryptkeep_open "$blk_store/$name.img" "$name" "$pass" "${open_args[@]}"
 }
 
 # blk_qsd_luks NAME IMAGE PASSFILE: qemu-storage-daemon opens the LUKS image IMAGE with
@@ -193,12 +193,12 @@ blk_qsd_luks() {
   blk_qsd_pids+=($!)
   for i in $(seq 100); do
     mountpoint -q "$export_file" && break
-    kill -0 "${blk_qsd_pids[-1]}" 2>/dev/null || blk_die "qemu-storage-daemon exited before exporting $image"
+    kill -0 "${blk_qsd_pids[-1]}" 2>/dev/null || { blk_log "qemu-storage-daemon exited before exporting $image"; return 1; }
     sleep 0.1
   done
-  mountpoint -q "$export_file" || blk_die "qemu-storage-daemon did not export $image within 10 s"
-  blk_dev=$(losetup --direct-io=on -f --show "$export_file" 2>/dev/null) ||
-    blk_dev=$(losetup -f --show "$export_file")
+  mountpoint -q "$export_file" || { blk_log "qemu-storage-daemon did not export $image within 10 s"; return 1; }
+  { blk_dev=$(losetup --direct-io=on -f --show "$export_file" 2>/dev/null) ||
+    blk_dev=$(losetup -f --show "$export_file"); } && blk_loops+=("$blk_dev")
 }
 
 # blk_fio DEV read|write SIZE_MiB RUNTIME_S: sequential 1 MiB blocks, iodepth 64, libaio,
@@ -229,3 +229,61 @@ blk_dd_rate() {
 
 # blk_positive VALUE: is VALUE a positive decimal number?
 blk_positive() { [[ $1 =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] && awk -v v="$1" 'BEGIN { exit !(v > 0) }'; }
+
+# ---------------------------------------------------------------------------------------
+# The files a report script writes for `cryptkeep bench` (docs/design/bench.md): data.csv,
+# targets.csv, metrics.csv, skipped.txt, and the `@step I N LABEL` progress lines, which
+# go to file descriptor 3 (rep_init points it at stdout and stdout at stderr, so that
+# nothing else a command prints reaches the driver's progress stream).
+
+rep_report=; rep_out=; rep_step_i=0; rep_step_n=1
+declare -A rep_unit=() rep_skipped=()
+
+# rep_init REPORT OUT_DIR
+rep_init() {
+  rep_report=$1 rep_out=$2
+  exec 3>&1 1>&2
+  mkdir -p "$rep_out"
+  echo "report,target,metric,rep,value,unit" > "$rep_out/data.csv"
+  echo "target,role,label" > "$rep_out/targets.csv"
+  echo "metric,label,unit,better,table,targets" > "$rep_out/metrics.csv"
+  : > "$rep_out/skipped.txt"
+}
+
+# rep_target TARGET ROLE LABEL (role: ours, peer or baseline; in display order)
+rep_target() { echo "$1,$2,$3" >> "$rep_out/targets.csv"; }
+
+# rep_metric METRIC LABEL UNIT BETTER TABLE TARGETS ("*" or space-separated targets)
+rep_metric() {
+  rep_unit[$1]=$3
+  echo "$1,$2,$3,$4,$5,$6" >> "$rep_out/metrics.csv"
+}
+
+# rep_skip TARGET WHY INSTALL_COMMAND
+rep_skip() {
+  rep_skipped[$1]=1
+  echo "$1: $2; install: $3" >> "$rep_out/skipped.txt"
+  blk_log "skipping $1: $2"
+}
+rep_is_skipped() { [ -n "${rep_skipped[$1]:-}" ]; }
+
+# rep_value TARGET METRIC REP VALUE: one data.csv row; a value that is not a positive
+# number is logged and left out (the driver then reports the missing row).
+rep_value() {
+  if blk_positive "$4"; then
+    echo "$rep_report,$1,$2,$3,$4,${rep_unit[$2]}" >> "$rep_out/data.csv"
+  else
+    blk_log "no valid value for $1 $2 (rep $3): '${4}'"
+  fi
+}
+
+rep_steps() { rep_step_n=$1; }
+rep_step() { rep_step_i=$((rep_step_i + 1)); echo "@step $rep_step_i $rep_step_n $*" >&3; }
+
+# rep_rotated OFFSET ITEMS...: ITEMS starting at index OFFSET mod count (one rep's order,
+# so that no target is always the first or the last of a rep)
+rep_rotated() {
+  local off=$1; shift
+  local items=("$@") n=$# i
+  for ((i = 0; i < n; i++)); do echo "${items[(off + i) % n]}"; done
+}
