@@ -45,7 +45,7 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 ck=${CK:-$root/target/release/cryptkeep}
 [ -x "$ck" ] || { echo "bench-block: build first: cargo build --release" >&2; exit 1; }
-for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4 jq; do
+for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4 python3; do
   command -v $t >/dev/null || { echo "bench-block: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
 blk_name=bench-block blk_ck=$ck

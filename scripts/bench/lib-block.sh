@@ -207,7 +207,7 @@ blk_fio() {
   fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
     --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting \
     --output-format=json 2>/dev/null |
-    jq -r --arg rw "$2" '.jobs[0][$rw].bw_bytes / 1048576 | . * 100 | round / 100'
+    python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$2']['bw_bytes'] / 1048576, 2))"
 }
 
 # blk_hdparm -t|-T DEV: hdparm's timing of buffered device reads (-t, the caches flushed

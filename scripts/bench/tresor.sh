@@ -42,7 +42,7 @@ if [ $quick = 1 ]; then reps=1 size_mib=64 dd_block=16M fio_runtime=2
 else dd_block=100M fio_runtime=10; fi
 ck=${CK:-$root/target/release/cryptkeep}
 [ -x "$ck" ] || { echo "tresor: $ck is not an executable: cargo build --release, or set CK" >&2; exit 1; }
-for t in fio hdparm losetup mkfs.ext2 jq; do
+for t in fio hdparm losetup mkfs.ext2 python3; do
   command -v $t >/dev/null || { echo "tresor: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
 out=$(mkdir -p "$out" && cd "$out" && pwd)
