@@ -110,6 +110,7 @@ for target in "${targets[@]}"; do
   echo "$row |"
 done
 for peer in "${targets[@]:1}"; do
+  has cryptkeep || break # the ratios are cryptkeep's; --only may leave it out
   row="| cryptkeep / $peer"
   for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"

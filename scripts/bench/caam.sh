@@ -28,7 +28,7 @@
 # CK=PATH: the cryptkeep binary (default target/release/cryptkeep). Needs root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out= quick=0 reps=10 backing=
+out='' quick=0 reps=10 backing=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2;;

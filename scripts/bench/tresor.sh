@@ -26,7 +26,7 @@
 # CK=PATH: the cryptkeep binary (default target/release/cryptkeep). Needs root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out= quick=0 reps=5 size_mib=512 backing=
+out='' quick=0 reps=5 size_mib=512 backing=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2;;
@@ -61,7 +61,6 @@ rep_target gocryptfs peer "file in a gocryptfs mount + loop"
 rep_target cryptkeep-luks1 ours "cryptkeep LUKS1"
 rep_target qsd-luks peer "qemu-storage-daemon luks driver + FUSE export + loop (same LUKS1 image)"
 rep_target nbdkit-luks peer "nbdkit luks filter + nbdfuse + loop (same LUKS1 image)"
-dd_mb=${dd_block%M}
 rep_metric dd-write "dd bs=${dd_block} count=1 conv=fdatasync into a file on ext2" MB/s higher dd-hdparm '*'
 rep_metric hdparm-t "hdparm -t (buffered device reads)" MiB/s higher dd-hdparm '*'
 rep_metric hdparm-T "hdparm -T (reads from the buffer cache)" MiB/s higher dd-hdparm '*'
