@@ -13,6 +13,10 @@
 # the measurements they share (fio, hdparm, dd's own timing), and one cleanup, run on
 # exit, Ctrl-C or SIGTERM, that leaves no mount, loop device or daemon of the run behind.
 #
+# The daemons (FUSE servers, cryptkeep's I/O daemon, qemu-storage-daemon) start with file
+# descriptor 3 closed: a report script's progress stream (see rep_init) must end when the
+# script does.
+#
 # Each blk_* setup function sets blk_dev to the device it made and returns non-zero if it
 # could not (also where errexit is off, as in `if blk_bindfs ...`). Messages go to stderr.
 #
@@ -36,7 +40,8 @@ blk_log() { echo "$blk_name: $*" >&2; }
 blk_die() { blk_log "$*"; exit 1; }
 
 # blk_init BACKING_DIR TMPFS_MiB: make the work directory and the image store, and install
-# the cleanup. An empty BACKING_DIR means a tmpfs of TMPFS_MiB mounted in a mktemp directory.
+# the cleanup. An empty BACKING_DIR means a tmpfs of TMPFS_MiB mounted in a directory made
+# under TMPDIR (default /tmp).
 blk_init() {
   blk_backing=$1
   local tmpfs_mib=$2
@@ -44,7 +49,7 @@ blk_init() {
     [ -d "$blk_backing" ] || blk_die "--backing $blk_backing is not a directory"
     blk_w=$(mktemp -d "$(realpath "$blk_backing")/ck-bench.XXXXXX")
   else
-    blk_w=$(mktemp -d /tmp/ck-bench.XXXXXX)
+    blk_w=$(mktemp -d "${TMPDIR:-/tmp}/ck-bench.XXXXXX")
   fi
   blk_w=$(realpath "$blk_w")
   trap blk_cleanup EXIT
@@ -139,14 +144,14 @@ blk_plain_loop() {
 # blk_bindfs NAME SIZE_MiB
 blk_bindfs() {
   mkdir -p "$blk_store/$1" "$blk_w/$1" && truncate -s "$2M" "$blk_store/$1/file" &&
-    bindfs --multithreaded "$blk_store/$1" "$blk_w/$1" && blk_attach "$blk_w/$1/file"
+    bindfs --multithreaded "$blk_store/$1" "$blk_w/$1" 3>&- && blk_attach "$blk_w/$1/file"
 }
 
 # blk_gocryptfs NAME SIZE_MiB PASSFILE
 blk_gocryptfs() {
   mkdir -p "$blk_store/$1" "$blk_w/$1" &&
     gocryptfs -q -init -scryptn 10 -passfile "$3" "$blk_store/$1" >/dev/null &&
-    gocryptfs -q -nosyslog -passfile "$3" "$blk_store/$1" "$blk_w/$1" &&
+    gocryptfs -q -nosyslog -passfile "$3" "$blk_store/$1" "$blk_w/$1" 3>&- &&
     truncate -s "$2M" "$blk_w/$1/file" && blk_attach "$blk_w/$1/file"
 }
 
@@ -162,7 +167,7 @@ blk_cryptkeep_format() {
 blk_cryptkeep_open() {
   local image=$1 name=$2 pass=$3 bin=${BIN:-$blk_ck}; shift 3
   blk_ck_volumes+=("$bin $name")
-  blk_dev=$("$bin" open "$image" "$name" --key-file "$pass" "$@")
+  blk_dev=$("$bin" open "$image" "$name" --key-file "$pass" "$@" 3>&-)
 }
 
 # blk_cryptkeep NAME SIZE_MiB PASSFILE [FORMAT_ARGS...] [-- OPEN_ARGS...]: format and open
@@ -189,7 +194,7 @@ blk_qsd_luks() {
     --blockdev "driver=file,node-name=${name}-file,filename=$image" \
     --blockdev "driver=luks,node-name=${name}-luks,file=${name}-file,key-secret=${name}-key" \
     --export "type=fuse,id=${name}-export,node-name=${name}-luks,mountpoint=$export_file,writable=on" \
-    >&2 &
+    >&2 3>&- &
   blk_qsd_pids+=($!)
   for i in $(seq 100); do
     mountpoint -q "$export_file" && break
