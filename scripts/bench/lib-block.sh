@@ -256,12 +256,20 @@ rep_init() {
 }
 
 # rep_target TARGET ROLE LABEL (role: ours, peer or baseline; in display order)
-rep_target() { echo "$1,$2,$3" >> "$rep_out/targets.csv"; }
+rep_target() { echo "$1,$2,$(rep_quote "$3")" >> "$rep_out/targets.csv"; }
+# rep_quote TEXT: TEXT as one CSV field
+rep_quote() { local q=\"; echo "\"${1//$q/$q$q}\""; }
+
+# rep_pair OURS OTHER WHY: a like-for-like comparison (pairs.csv)
+rep_pair() {
+  [ -f "$rep_out/pairs.csv" ] || echo "ours,other,why" > "$rep_out/pairs.csv"
+  echo "$1,$2,$(rep_quote "$3")" >> "$rep_out/pairs.csv"
+}
 
 # rep_metric METRIC LABEL UNIT BETTER TABLE TARGETS ("*" or space-separated targets)
 rep_metric() {
   rep_unit[$1]=$3
-  echo "$1,$2,$3,$4,$5,$6" >> "$rep_out/metrics.csv"
+  echo "$1,$(rep_quote "$2"),$3,$4,$5,$6" >> "$rep_out/metrics.csv"
 }
 
 # rep_skip TARGET WHY INSTALL_COMMAND

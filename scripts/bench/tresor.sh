@@ -61,6 +61,8 @@ rep_target gocryptfs peer "file in a gocryptfs mount + loop"
 rep_target cryptkeep-luks1 ours "cryptkeep LUKS1"
 rep_target qsd-luks peer "qemu-storage-daemon luks driver + FUSE export + loop (same LUKS1 image)"
 rep_target nbdkit-luks peer "nbdkit luks filter + nbdfuse + loop (same LUKS1 image)"
+rep_pair cryptkeep-luks1 qsd-luks "the same LUKS1 image, user space both"
+rep_pair cryptkeep cryptkeep-inline "the keep process against the key in the I/O daemon"
 rep_metric dd-write "dd bs=${dd_block} count=1 conv=fdatasync into a file on ext2" MB/s higher dd-hdparm '*'
 rep_metric hdparm-t "hdparm -t (buffered device reads)" MiB/s higher dd-hdparm '*'
 rep_metric hdparm-T "hdparm -T (reads from the buffer cache)" MiB/s higher dd-hdparm '*'

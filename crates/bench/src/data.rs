@@ -80,6 +80,10 @@ pub struct ReportData {
     pub samples: Vec<Sample>,
     /// Targets that did not run, with why and how to install them.
     pub skipped: Vec<(String, String)>,
+    /// Like-for-like pairs from `pairs.csv` (optional): a cryptkeep target,
+    /// the target it is compared with on every metric (the same image
+    /// through another implementation, or the other crypto backend), and why.
+    pub pairs: Vec<(String, String, String)>,
     /// The report's own tables, as published (Markdown).
     pub published: String,
     /// The conditions of this run (Markdown).
@@ -90,6 +94,8 @@ pub struct ReportData {
 pub const DATA_HEADER: [&str; 6] = ["report", "target", "metric", "rep", "value", "unit"];
 /// The header of `targets.csv`.
 pub const TARGETS_HEADER: [&str; 3] = ["target", "role", "label"];
+/// The header of `pairs.csv`.
+pub const PAIRS_HEADER: [&str; 3] = ["ours", "other", "why"];
 /// The header of `metrics.csv`.
 pub const METRICS_HEADER: [&str; 6] = ["metric", "label", "unit", "better", "table", "targets"];
 
@@ -196,6 +202,28 @@ impl ReportData {
                 rep,
                 value,
             });
+        }
+        let path = dir.join("pairs.csv");
+        if path.exists() {
+            for (line, f) in csv::read(&path, &PAIRS_HEADER)? {
+                let known = |n: &str, role: Option<Role>| {
+                    data.targets
+                        .iter()
+                        .any(|t| t.name == n && role.is_none_or(|r| t.role == r))
+                };
+                if !known(&f[0], Some(Role::Ours)) || !known(&f[1], None) || f[0] == f[1] {
+                    return Err(Error::Data {
+                        path: path.clone(),
+                        line,
+                        msg: format!(
+                            "pair {:?}/{:?}: the first must be a cryptkeep target and the second \
+                             another target of targets.csv",
+                            f[0], f[1]
+                        ),
+                    });
+                }
+                data.pairs.push((f[0].clone(), f[1].clone(), f[2].clone()));
+            }
         }
         for line in csv::read_text(&dir.join("skipped.txt"))?.lines() {
             if let Some((t, why)) = line.split_once(':') {
@@ -304,6 +332,18 @@ mod tests {
         assert_eq!(d.missing(), vec!["go/boot".to_string()]);
         assert!(d.is_skipped("qsd"));
         assert_eq!(d.tables(), vec!["fio", "setup"]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn pairs_name_ours_first() {
+        let dir = sample_dir("p");
+        write(&dir, "data.csv", "report,target,metric,rep,value,unit\n");
+        write(&dir, "pairs.csv", "ours,other,why\nck,go,same image\n");
+        assert_eq!(ReportData::load(&dir, "t").unwrap().pairs.len(), 1);
+        write(&dir, "pairs.csv", "ours,other,why\ngo,ck,backwards\n");
+        let e = ReportData::load(&dir, "t").unwrap_err().to_string();
+        assert!(e.contains("pairs.csv:2"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -143,6 +143,30 @@ pub fn report_page(report: Report, run: &str, data: &ReportData) -> String {
         }
         md.push('\n');
     }
+    let pairs = pair_rows(data);
+    if !pairs.is_empty() {
+        let _ = writeln!(md, "## Like for like\n");
+        let _ = writeln!(
+            md,
+            "| cryptkeep | compared with | why | metric | cryptkeep | other | × |"
+        );
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+        for r in &pairs {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} {u} | {} {u} | **{}** |",
+                label(data, &r.ours),
+                label(data, &r.other),
+                r.why,
+                r.metric_label,
+                figure(r.ours_median),
+                figure(r.other_median),
+                times(r.ratio),
+                u = r.unit
+            );
+        }
+        md.push('\n');
+    }
     if !data.skipped.is_empty() {
         let _ = writeln!(md, "## Not measured\n");
         for (t, why) in &data.skipped {
@@ -179,9 +203,63 @@ fn comparison_row(data: &ReportData, c: &Comparison) -> String {
     )
 }
 
+/// One metric of a like-for-like pair.
+struct PairRow {
+    ours: String,
+    other: String,
+    why: String,
+    metric_label: String,
+    unit: String,
+    ours_median: f64,
+    other_median: f64,
+    ratio: f64,
+}
+
+/// Every metric both targets of a pair measured.
+fn pair_rows(data: &ReportData) -> Vec<PairRow> {
+    let mut out = Vec::new();
+    for (ours, other, why) in &data.pairs {
+        for m in &data.metrics {
+            let (Some(a), Some(b)) = (data.stat(ours, &m.name), data.stat(other, &m.name)) else {
+                continue;
+            };
+            out.push(PairRow {
+                ours: ours.clone(),
+                other: other.clone(),
+                why: why.clone(),
+                metric_label: m.label.clone(),
+                unit: m.unit.clone(),
+                ours_median: a.median,
+                other_median: b.median,
+                ratio: crate::compare::ratio(m.better, a.median, b.median),
+            });
+        }
+    }
+    out
+}
+
 /// The headline lines of one report for `index.md`: the first cryptkeep
-/// target's ratio to the best peer on every metric a peer measured.
+/// target's ratio to the best peer on every metric a peer measured, then
+/// every like-for-like pair.
 pub fn headlines(data: &ReportData) -> Vec<String> {
+    let mut out = best_peer_headlines(data);
+    for r in pair_rows(data) {
+        out.push(format!(
+            "{}: {} {} {u} vs {} {} {u} ({}) — **{}**",
+            r.metric_label,
+            label(data, &r.ours),
+            figure(r.ours_median),
+            label(data, &r.other),
+            figure(r.other_median),
+            r.why,
+            times(r.ratio),
+            u = r.unit
+        ));
+    }
+    out
+}
+
+fn best_peer_headlines(data: &ReportData) -> Vec<String> {
     let comparisons = compare(data);
     let Some(first) = comparisons.first().map(|c| c.ours.clone()) else {
         return Vec::new();
