@@ -19,6 +19,12 @@ pub trait KeepCalls: Keep {
         self.call(OP_NULL, 0, &mut [], 0).map(|_| ())
     }
 
+    /// The keep's greeting ([`OP_HELLO`]; a runtime keep answers
+    /// [`HELLO_GREETING`]): one call that brings a string back.
+    fn hello(&self) -> Result<Vec<u8>, Error> {
+        self.transform(OP_HELLO, &[], HELLO_GREETING.len())
+    }
+
     /// SHA-256 of `data` computed inside the keep, streamed in requests of
     /// [`Keep::max_request`] bytes. Where the keep lends shared slots, two
     /// are used in turn: the next chunk is copied in while the keep hashes

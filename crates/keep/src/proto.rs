@@ -105,6 +105,13 @@ pub const OP_SEAL_SECTORS: u32 = 22;
 /// failure is an answer (status [`STATUS_OK`]), not an error:
 /// [`STATUS_FAILED`] means the operation itself could not run.
 pub const OP_OPEN_SECTORS: u32 = 23;
+/// Answer the runtime keep's greeting ([`HELLO_GREETING`]): the secGear
+/// helloworld's one call, which has the enclave write a fixed string into
+/// the caller's buffer. The input is ignored; a buffer shorter than the
+/// greeting is [`STATUS_FAILED`].
+pub const OP_HELLO: u32 = 24;
+/// What [`OP_HELLO`] answers.
+pub const HELLO_GREETING: &[u8] = b"Hello from the keep";
 
 /// Bytes of the [`OP_OPEN_SECTORS`] failure bitmap for `n` sectors.
 pub fn open_bitmap_len(n: usize) -> usize {
@@ -142,7 +149,7 @@ pub const OVERLAY_OPS: &[u32] = &[
 ];
 /// What a runtime keep answers ([`crate::server::run_runtime`]): the
 /// null call, SHA-256 (one-shot and streamed), seal/unseal, AES-256-GCM,
-/// RSA-2048 and the timed repeat of any of these.
+/// RSA-2048, the timed repeat of any of these and the greeting.
 pub const RUNTIME_OPS: &[u32] = &[
     OP_NULL,
     OP_SHA256,
@@ -158,6 +165,7 @@ pub const RUNTIME_OPS: &[u32] = &[
     OP_SHA256_UPDATE,
     OP_SHA256_FINISH,
     OP_REPEAT,
+    OP_HELLO,
 ];
 
 /// Success.
@@ -200,6 +208,7 @@ pub fn op_name(op: u32) -> &'static str {
         OP_NAMES_DECRYPT => "names decrypt",
         OP_SEAL_SECTORS => "authenticated sector seal",
         OP_OPEN_SECTORS => "authenticated sector open",
+        OP_HELLO => "greeting",
         _ => "unknown operation",
     }
 }

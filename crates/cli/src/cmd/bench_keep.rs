@@ -4,8 +4,12 @@
 //! throughput through the keep against inline (the TresorSGX report's question),
 //! and the same for authenticated sectors (seal and open). Every
 //! host/keep pair is measured in the same run, and printed with the
-//! report's SGX figures beside ours.
+//! report's SGX figures beside ours. With `--csv FILE` every measurement
+//! is also written as a row for `cryptkeep bench secgear`
+//! (docs/design/bench.md): target `host` (no keep) or `keep`.
 
+use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +45,34 @@ pub struct Args {
     /// (the FUSE block file dispatches on 4).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
+    /// Also write every measurement to FILE as CSV rows
+    /// `report,target,metric,rep,value,unit` (report `secgear`, target
+    /// `host` or `keep`), the format of `cryptkeep bench`.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+/// The measurements of one run, as rows of `cryptkeep bench`'s data.csv.
+#[derive(Default)]
+struct Rows(String);
+
+impl Rows {
+    /// One row per value of `values` (reps from 1); values that are not
+    /// positive and finite (a clock that did not move) are left out.
+    fn add(&mut self, target: &str, metric: &str, unit: &str, values: &[f64]) {
+        for (i, v) in values.iter().enumerate() {
+            if v.is_finite() && *v > 0.0 {
+                let _ = writeln!(self.0, "secgear,{target},{metric},{},{v},{unit}", i + 1);
+            }
+        }
+    }
+
+    /// Writes the rows, with their header, to `path`.
+    fn write(&self, path: &std::path::Path) -> CliResult {
+        let text = format!("report,target,metric,rep,value,unit\n{}", self.0);
+        std::fs::write(path, text)
+            .map_err(|e| CliError::io("writing the measurements", path.display().to_string(), &e))
+    }
 }
 
 fn keep_err(e: impl std::fmt::Display) -> CliError {
@@ -104,30 +136,42 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Rounds each timed mean in [`gcm`] and [`rsa`] is split into (the spread
+/// between rounds is the figure's min–max in `cryptkeep bench`).
+const ROUNDS: usize = 5;
+
 /// Runs `bench keep`.
 pub fn run(a: Args) -> CliResult {
     println!("# cryptkeep bench keep (the secGear report's tables; the TresorSGX report's throughput question)\n");
-    lifecycle(&a)?;
+    let mut rows = Rows::default();
+    lifecycle(&a, &mut rows)?;
     let keep = spawn_keep(false)?;
-    calls(&keep)?;
-    sha(&keep, a.sha_mib)?;
-    gcm(&keep)?;
-    rsa(&keep)?;
+    calls(&keep, &mut rows)?;
+    sha(&keep, a.sha_mib, &mut rows)?;
+    gcm(&keep, &mut rows)?;
+    rsa(&keep, &mut rows)?;
     keep.destroy().map_err(keep_err)?;
     let keep = Arc::new(spawn_keep(true)?);
-    sectors(keep.clone(), &a)?;
+    sectors(keep.clone(), &a, &mut rows)?;
     if let Ok(k) = Arc::try_unwrap(keep) {
         k.destroy().map_err(keep_err)?;
     }
     let keep = Arc::new(spawn_auth_keep()?);
-    auth_sectors(keep.clone(), &a)?;
+    auth_sectors(keep.clone(), &a, &mut rows)?;
     if let Ok(k) = Arc::try_unwrap(keep) {
         k.destroy().map_err(keep_err)?;
+    }
+    if let Some(path) = &a.csv {
+        rows.write(path)?;
     }
     Ok(())
 }
 
-fn lifecycle(a: &Args) -> CliResult {
+fn lifecycle(a: &Args, rows: &mut Rows) -> CliResult {
     let (mut c, mut d) = (Vec::new(), Vec::new());
     for _ in 0..a.lifecycles.max(1) {
         let t = Instant::now();
@@ -138,7 +182,9 @@ fn lifecycle(a: &Args) -> CliResult {
         k.destroy().map_err(keep_err)?;
         d.push(us(t.elapsed()));
     }
-    println!("## Create / destroy ({} keeps, median µs)\n", a.lifecycles);
+    rows.add("keep", "create_us", "µs", &c);
+    rows.add("keep", "destroy_us", "µs", &d);
+    println!("## Create / destroy ({} keeps, median µs)\n", c.len());
     println!("| | create | destroy |\n|---|---:|---:|");
     println!(
         "| cryptkeep process keep (fork+exec, sandbox, arena, first call) | {:.0} | {:.0} |",
@@ -149,7 +195,7 @@ fn lifecycle(a: &Args) -> CliResult {
     Ok(())
 }
 
-fn calls(k: &ProcessKeep) -> CliResult {
+fn calls(k: &ProcessKeep, rows: &mut Rows) -> CliResult {
     // Spin path: back-to-back calls keep the worker spinning.
     for _ in 0..10_000 {
         k.null_call().map_err(keep_err)?;
@@ -168,6 +214,8 @@ fn calls(k: &ProcessKeep) -> CliResult {
         k.null_call().map_err(keep_err)?;
         f.push(t.elapsed().as_secs_f64() * 1e9);
     }
+    rows.add("keep", "null_call_spin_ns", "ns", &[spin]);
+    rows.add("keep", "null_call_futex_ns", "ns", &f);
     println!("## Null call (round trip, ns)\n");
     println!("| path | ns |\n|---|---:|");
     println!("| spinning worker, back to back ({n} calls, mean) | {spin:.0} |");
@@ -179,7 +227,8 @@ fn calls(k: &ProcessKeep) -> CliResult {
     Ok(())
 }
 
-fn sha(k: &ProcessKeep, mib: usize) -> CliResult {
+fn sha(k: &ProcessKeep, mib: usize, rows: &mut Rows) -> CliResult {
+    let mib = mib.max(1);
     let mut data = vec![0u8; mib << 20];
     cryptkeep_crypto::rand::fill_random(&mut data).map_err(|e| from_crypto(&e, "bench"))?;
     let t = Instant::now();
@@ -197,6 +246,8 @@ fn sha(k: &ProcessKeep, mib: usize) -> CliResult {
         ));
     }
     let mb = data.len() as f64 / 1e6;
+    rows.add("host", "sha256_mbps", "MB/s", &[mb / th]);
+    rows.add("keep", "sha256_mbps", "MB/s", &[mb / tk]);
     println!("## SHA-256 of {mib} MiB of random data (digests equal)\n");
     println!("| | host | keep | keep/host |\n|---|---:|---:|---:|");
     println!("| seconds | {th:.3} | {tk:.3} | |");
@@ -235,24 +286,40 @@ fn inside_us(k: &ProcessKeep, inner: u32, input: &[u8], cap: usize, n: u64) -> C
     Ok(ns as f64 / 1e3 / done as f64)
 }
 
-fn gcm(k: &ProcessKeep) -> CliResult {
+/// `f` run [`ROUNDS`] times: one figure per round.
+fn rounds(mut f: impl FnMut() -> CliResult<f64>) -> CliResult<Vec<f64>> {
+    (0..ROUNDS).map(|_| f()).collect()
+}
+
+fn gcm(k: &ProcessKeep, rows: &mut Rows) -> CliResult {
     let msg = b"Hello, cryptkeep keep!!"; // 23 bytes, as in the report
     let gcm = ops::gcm::Gcm::new(&[7u8; 32]);
-    let n = 20_000;
+    let n = 20_000 / ROUNDS;
     let ct = gcm.encrypt(msg, &[]).map_err(keep_err)?;
-    let he = time_us(n, || {
-        std::hint::black_box(gcm.encrypt(msg, &[]).map_err(keep_err)?);
-        Ok(())
+    let he = rounds(|| {
+        time_us(n, || {
+            std::hint::black_box(gcm.encrypt(msg, &[]).map_err(keep_err)?);
+            Ok(())
+        })
     })?;
-    let hd = time_us(n, || {
-        std::hint::black_box(gcm.decrypt(&ct, &[]).map_err(keep_err)?);
-        Ok(())
+    let hd = rounds(|| {
+        time_us(n, || {
+            std::hint::black_box(gcm.decrypt(&ct, &[]).map_err(keep_err)?);
+            Ok(())
+        })
     })?;
     let kct = k.gcm_encrypt(msg).map_err(keep_err)?;
-    let ie = inside_us(k, proto::OP_GCM_ENCRYPT, msg, 64, n as u64)?;
-    let id = inside_us(k, proto::OP_GCM_DECRYPT, &kct, 64, n as u64)?;
-    let ce = time_us(n, || k.gcm_encrypt(msg).map(|_| ()).map_err(keep_err))?;
-    let cd = time_us(n, || k.gcm_decrypt(&kct).map(|_| ()).map_err(keep_err))?;
+    let ie = rounds(|| inside_us(k, proto::OP_GCM_ENCRYPT, msg, 64, n as u64))?;
+    let id = rounds(|| inside_us(k, proto::OP_GCM_DECRYPT, &kct, 64, n as u64))?;
+    let ce = rounds(|| time_us(n, || k.gcm_encrypt(msg).map(|_| ()).map_err(keep_err)))?;
+    let cd = rounds(|| time_us(n, || k.gcm_decrypt(&kct).map(|_| ()).map_err(keep_err)))?;
+    rows.add("host", "gcm_encrypt_us", "µs", &he);
+    rows.add("host", "gcm_decrypt_us", "µs", &hd);
+    rows.add("keep", "gcm_encrypt_us", "µs", &ie);
+    rows.add("keep", "gcm_decrypt_us", "µs", &id);
+    rows.add("keep", "gcm_encrypt_call_us", "µs", &ce);
+    rows.add("keep", "gcm_decrypt_call_us", "µs", &cd);
+    let [he, hd, ie, id, ce, cd] = [he, hd, ie, id, ce, cd].map(|v| mean(&v));
     println!("## AES-256-GCM of 23 bytes (µs per message)\n");
     println!("| | encrypt | decrypt |\n|---|---:|---:|");
     println!("| host | {he:.2} | {hd:.2} |");
@@ -269,33 +336,54 @@ fn gcm(k: &ProcessKeep) -> CliResult {
     Ok(())
 }
 
-fn rsa(k: &ProcessKeep) -> CliResult {
+fn rsa(k: &ProcessKeep, rows: &mut Rows) -> CliResult {
     let msg = b"Hello, cryptkeep keep!!";
     let gens = 10;
-    let hg = time_us(gens, || {
-        std::hint::black_box(ops::rsa::RsaKeyPair::generate_2048().map_err(keep_err)?);
-        Ok(())
+    // One figure per key: the time varies a lot from key to key.
+    let per_key = |f: &mut dyn FnMut() -> CliResult<f64>| -> CliResult<Vec<f64>> {
+        (0..gens).map(|_| f()).collect()
+    };
+    let hg = per_key(&mut || {
+        time_us(1, || {
+            std::hint::black_box(ops::rsa::RsaKeyPair::generate_2048().map_err(keep_err)?);
+            Ok(())
+        })
     })?;
     let host = ops::rsa::RsaKeyPair::generate_2048().map_err(keep_err)?;
     let hpub = host.public_key_der();
-    let n = 200;
+    let n = 200 / ROUNDS;
     let hct = ops::rsa::encrypt_oaep_sha256(&hpub, msg).map_err(keep_err)?;
-    let he = time_us(n, || {
-        std::hint::black_box(host.encrypt_oaep_sha256(msg).map_err(keep_err)?);
-        Ok(())
+    let he = rounds(|| {
+        time_us(n, || {
+            std::hint::black_box(host.encrypt_oaep_sha256(msg).map_err(keep_err)?);
+            Ok(())
+        })
     })?;
-    let hd = time_us(n, || {
-        std::hint::black_box(host.decrypt_oaep_sha256(&hct).map_err(keep_err)?);
-        Ok(())
+    let hd = rounds(|| {
+        time_us(n, || {
+            std::hint::black_box(host.decrypt_oaep_sha256(&hct).map_err(keep_err)?);
+            Ok(())
+        })
     })?;
-    let kg = time_us(gens, || k.rsa_generate().map(|_| ()).map_err(keep_err))?;
-    let ig = inside_us(k, proto::OP_RSA_GENERATE, &[], 1024, gens as u64)?;
+    let kg = per_key(&mut || time_us(1, || k.rsa_generate().map(|_| ()).map_err(keep_err)))?;
+    let ig = per_key(&mut || inside_us(k, proto::OP_RSA_GENERATE, &[], 1024, 1))?;
     // After the last key generation, so the ciphertext is for the key in use.
     let kct = k.rsa_encrypt(msg).map_err(keep_err)?;
-    let ie = inside_us(k, proto::OP_RSA_ENCRYPT, msg, 512, n as u64)?;
-    let id = inside_us(k, proto::OP_RSA_DECRYPT, &kct, 512, n as u64)?;
-    let ke = time_us(n, || k.rsa_encrypt(msg).map(|_| ()).map_err(keep_err))?;
-    let kd = time_us(n, || k.rsa_decrypt(&kct).map(|_| ()).map_err(keep_err))?;
+    let ie = rounds(|| inside_us(k, proto::OP_RSA_ENCRYPT, msg, 512, n as u64))?;
+    let id = rounds(|| inside_us(k, proto::OP_RSA_DECRYPT, &kct, 512, n as u64))?;
+    let ke = rounds(|| time_us(n, || k.rsa_encrypt(msg).map(|_| ()).map_err(keep_err)))?;
+    let kd = rounds(|| time_us(n, || k.rsa_decrypt(&kct).map(|_| ()).map_err(keep_err)))?;
+    rows.add("host", "rsa_keygen_us", "µs", &hg);
+    rows.add("host", "rsa_encrypt_us", "µs", &he);
+    rows.add("host", "rsa_decrypt_us", "µs", &hd);
+    rows.add("keep", "rsa_keygen_us", "µs", &ig);
+    rows.add("keep", "rsa_encrypt_us", "µs", &ie);
+    rows.add("keep", "rsa_decrypt_us", "µs", &id);
+    rows.add("keep", "rsa_keygen_call_us", "µs", &kg);
+    rows.add("keep", "rsa_encrypt_call_us", "µs", &ke);
+    rows.add("keep", "rsa_decrypt_call_us", "µs", &kd);
+    let [hg, he, hd, kg, ig, ie, id, ke, kd] =
+        [hg, he, hd, kg, ig, ie, id, ke, kd].map(|v| mean(&v));
     println!("## RSA-2048 (µs; OAEP-SHA-256, 23-byte message)\n");
     println!("| | key generation | encrypt | decrypt |\n|---|---:|---:|---:|");
     println!("| host | {hg:.0} | {he:.1} | {hd:.1} |");
@@ -350,7 +438,7 @@ fn throughput(
     Ok(total? as f64 / (1 << 20) as f64 / secs)
 }
 
-fn sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
+fn sectors(keep: Arc<ProcessKeep>, a: &Args, out: &mut Rows) -> CliResult {
     let spec = CipherSpec::parse("aes-xts-plain64").map_err(|e| from_crypto(&e, "bench"))?;
     let mut key = zeroize::Zeroizing::new(vec![0u8; 64]);
     cryptkeep_crypto::rand::fill_random(&mut key).map_err(|e| from_crypto(&e, "bench"))?;
@@ -378,6 +466,24 @@ fn sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
         })?;
         rows.push((round, i, k, z));
     }
+    out.add(
+        "host",
+        "xts_mibps",
+        "MiB/s",
+        &rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+    );
+    out.add(
+        "keep",
+        "xts_mibps",
+        "MiB/s",
+        &rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+    );
+    out.add(
+        "keep",
+        "xts_zero_copy_mibps",
+        "MiB/s",
+        &rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+    );
     println!("## Sector crypto, aes-xts-plain64 512-bit, 4096-byte sectors, {} KiB requests, {} threads (MiB/s)\n", a.request_kib, a.threads);
     println!("| round | inline | keep (copy in/out) | keep (zero-copy slot) | copy/inline | zero-copy/inline |\n|---|---:|---:|---:|---:|---:|");
     for (r, i, k, z) in &rows {
@@ -394,7 +500,7 @@ fn sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
 
 /// Authenticated sectors ([`AUTH_MODE`]): seal and open inline against
 /// through the keep (data and tuples copied in and out of the slot).
-fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
+fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args, out: &mut Rows) -> CliResult {
     let crypto = |e: cryptkeep_crypto::Error| from_crypto(&e, "bench");
     let spec = AuthSpec::parse(AUTH_MODE.0, AUTH_MODE.1).map_err(crypto)?;
     let mut key = zeroize::Zeroizing::new(vec![0u8; spec.default_key_bytes()]);
@@ -426,6 +532,11 @@ fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args) -> CliResult {
         })?;
         rows.push((round, si, sk, oi, ok));
     }
+    let col = |f: fn(&(usize, f64, f64, f64, f64)) -> f64| rows.iter().map(f).collect::<Vec<_>>();
+    out.add("host", "gcm_seal_mibps", "MiB/s", &col(|r| r.1));
+    out.add("keep", "gcm_seal_mibps", "MiB/s", &col(|r| r.2));
+    out.add("host", "gcm_open_mibps", "MiB/s", &col(|r| r.3));
+    out.add("keep", "gcm_open_mibps", "MiB/s", &col(|r| r.4));
     println!(
         "## Authenticated sectors, {} + {}, 4096-byte sectors, {} KiB requests, {} threads (MiB/s)\n",
         AUTH_MODE.0, AUTH_MODE.1, a.request_kib, a.threads

@@ -1,7 +1,8 @@
 //! The runtime keep: a keep with no volume and no file system, for
 //! programs that want a key process to hash, seal, encrypt and sign for
 //! them ([`crate::proto::RUNTIME_OPS`]: SHA-256 one-shot and streamed,
-//! seal/unseal, AES-256-GCM, RSA-2048, a timed repeat of those); nothing
+//! seal/unseal, AES-256-GCM, RSA-2048, a timed repeat of those, a fixed
+//! greeting); nothing
 //! that touches a volume or a file system.
 
 use super::{Prepared, ServerConfig};
@@ -121,6 +122,12 @@ impl Handler for RuntimeHandler {
                 Ok(32)
             }
             OP_REPEAT => self.repeat(arg, buf, in_len),
+            // A constant: nothing of the input is read, nothing secret leaves.
+            OP_HELLO => {
+                let out = buf.get_mut(..HELLO_GREETING.len()).ok_or(STATUS_FAILED)?;
+                out.copy_from_slice(HELLO_GREETING);
+                Ok(HELLO_GREETING.len())
+            }
             OP_SHA256 | OP_SEAL | OP_UNSEAL | OP_GCM_ENCRYPT | OP_GCM_DECRYPT | OP_RSA_GENERATE
             | OP_RSA_ENCRYPT | OP_RSA_DECRYPT | OP_RSA_SIGN => self.ops.handle(op, buf, in_len),
             _ => Err(STATUS_UNSUPPORTED),
