@@ -219,6 +219,7 @@ fn a_runtime_keep_answers_everything_else() {
     assert_eq!(fact(&facts, "keep"), "runtime");
     assert_eq!(fact(&facts, "heap"), "memfd_secret (Rust and AWS-LC)");
     answers_only(&k, RUNTIME_OPS);
+    assert_eq!(k.hello().unwrap(), HELLO_GREETING);
     let blob = k.seal(b"kept").unwrap();
     assert_eq!(k.unseal(&blob).unwrap(), b"kept");
     assert_eq!(

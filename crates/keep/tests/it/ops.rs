@@ -219,3 +219,27 @@ fn ops_answer_in_place_and_refuse_bad_input() {
         Err(STATUS_FAILED)
     );
 }
+
+#[test]
+fn the_runtime_greeting_is_a_constant_and_needs_room() {
+    use cryptkeep_keep::server::RuntimeHandler;
+    use cryptkeep_keep::shm::Handler;
+    let h = RuntimeHandler::new(Ops::new(SealKey::random()));
+    // Whatever the input, the answer is the greeting, and nothing more.
+    let mut buf = [0xa5u8; 64];
+    let n = h.handle(OP_HELLO, 7, &mut buf, 64).unwrap();
+    assert_eq!(&buf[..n], HELLO_GREETING);
+    assert!(buf[n..].iter().all(|&b| b == 0xa5));
+    // A buffer too small for it is a failure, not a short answer.
+    let mut small = vec![0u8; HELLO_GREETING.len() - 1];
+    assert_eq!(h.handle(OP_HELLO, 0, &mut small, 0), Err(STATUS_FAILED));
+    // An input longer than the buffer is a bad descriptor, as everywhere.
+    assert_eq!(
+        h.handle(OP_HELLO, 0, &mut buf, 65),
+        Err(STATUS_BAD_DESCRIPTOR)
+    );
+    // The volume and overlay keeps do not answer it.
+    assert!(!VOLUME_OPS.contains(&OP_HELLO));
+    assert!(!AUTH_VOLUME_OPS.contains(&OP_HELLO));
+    assert!(!OVERLAY_OPS.contains(&OP_HELLO));
+}
