@@ -68,15 +68,21 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 # Every long step runs in the background and is waited for, so a signal is
-# handled at once; the handler stops that step. Keeps die with the process
-# that started them (PR_SET_PDEATHSIG), so stopping the step stops them.
+# handled at once; the handler stops that step and every process under it.
+# Keeps also die with the process that started them (PR_SET_PDEATHSIG).
 child=''
 tmp=$(mktemp -d)
+tree() {
+  local c
+  echo "$1"
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done
+}
 cleanup() {
   local rc=$?
   trap - INT TERM EXIT
   if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
-    kill -TERM "$child" 2>/dev/null || true
+    # shellcheck disable=SC2046 # one process id per word
+    kill -TERM $(tree "$child") 2>/dev/null || true
     wait "$child" 2>/dev/null || true
   fi
   rm -rf "$tmp"
