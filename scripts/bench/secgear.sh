@@ -32,7 +32,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 CK=${CK:-$root/target/release/cryptkeep}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
-examples=$target_dir/release/examples
 
 usage() {
   echo "usage: $0 --out DIR [--quick] [--reps N] [--backing DIR]" >&2
@@ -106,17 +105,28 @@ step() { echo "@step $1 $steps $2"; }
 # ------------------------------------------------------------------ 1 build
 step 1 "build the binaries and the keep examples"
 progs=(hello_host hello_keep crypto_host crypto_keep)
-if command -v cargo >/dev/null 2>&1 && [ -f "$root/Cargo.toml" ]; then
+checkout=0
+[ -f "$root/Cargo.toml" ] && checkout=1
+if [ $checkout = 1 ] && command -v cargo >/dev/null 2>&1; then
   run cargo build --manifest-path "$root/Cargo.toml" --release --workspace --bins --examples >&2 ||
     echo "secgear.sh: the build failed; using the binaries already built, if any" >&2
 fi
-for p in "${progs[@]}"; do
-  [ -x "$examples/$p" ] || {
-    echo "secgear.sh: $examples/$p is missing: run cargo build --release --workspace --bins --examples" >&2
-    exit 1
-  }
-done
 [ -x "$CK" ] || { echo "secgear.sh: no cryptkeep binary at $CK (set CK, or cargo build --release)" >&2; exit 1; }
+# The example programs: a checkout's build, else the copy scripts/install.sh
+# puts beside an installed cryptkeep.
+examples=''
+for d in "$target_dir/release/examples" "$(dirname "$CK")/../libexec/cryptkeep/examples"; do
+  found=1
+  for p in "${progs[@]}"; do [ -x "$d/$p" ] || found=0; done
+  if [ $found = 1 ]; then examples=$(cd "$d" && pwd); break; fi
+done
+if [ -z "$examples" ]; then
+  if [ $checkout = 1 ]; then
+    echo "secgear.sh: the example programs (${progs[*]}) are not in $target_dir/release/examples: run cargo build --release --workspace --bins --examples" >&2
+    exit 1
+  fi
+  echo "secgear.sh: the example programs are not installed (scripts/install.sh puts them in PREFIX/libexec/cryptkeep/examples); the example applications are left out" >&2
+fi
 
 # ------------------------------------------------------------------ files that do not depend on the run
 cat > "$out/targets.csv" <<'EOF'
@@ -149,6 +159,9 @@ xts_mibps,aes-xts-plain64 sectors (keep: copied in and out),MiB/s,higher,sector 
 xts_zero_copy_mibps,aes-xts-plain64 sectors (zero-copy slot),MiB/s,higher,sector throughput,keep
 gcm_seal_mibps,AES-256-GCM sectors seal,MiB/s,higher,sector throughput,host keep
 gcm_open_mibps,AES-256-GCM sectors open,MiB/s,higher,sector throughput,host keep
+EOF
+if [ -n "$examples" ]; then
+  cat >> "$out/metrics.csv" <<'EOF'
 hello_cpu_s,helloworld,s,lower,example applications: CPU time,*
 crypto_cpu_s,crypto,s,lower,example applications: CPU time,*
 hello_max_rss_kib,helloworld,KiB,lower,example applications: memory,*
@@ -156,6 +169,7 @@ crypto_max_rss_kib,crypto,KiB,lower,example applications: memory,*
 hello_wall_s,helloworld,s,lower,example applications: wall time,host keep
 crypto_wall_s,crypto,s,lower,example applications: wall time,host keep
 EOF
+fi
 
 # secGear needs what this machine may not have; say exactly what is missing.
 sgx_missing=()
@@ -186,8 +200,6 @@ join() { local IFS=';'; local s="$*"; echo "${s//;/, }"; }
 } > "$out/skipped.txt"
 
 cat > "$out/published.md" <<'EOF'
-# The secGear report, as published
-
 secGear's performance page (`docs/performence.md`). Machines: x86, Supermicro
 SYS-1019S-MCOT with an Intel Xeon E3-1280 v6 @ 3.90 GHz (SGX); Arm, TaiShan
 2280 V2 with a Kunpeng 920 (TrustZone, iTrustee). The crypto figures are
@@ -198,14 +210,14 @@ throughput (TrustZone: 41.3 %); the helloworld example costs 20× the CPU
 time and 5.1× the memory of the same program on the host (crypto: 1.5× and
 2.4×).
 
-## Create and destroy an enclave (mean of 100, µs)
+### Create and destroy an enclave (mean of 100, µs)
 
 | | create | destroy |
 |---|---:|---:|
 | SGX | 19571.17 | 657.89 |
 | TrustZone | 9465.71 | 526.67 |
 
-## SHA-256 of 1 GB of random data, host against enclave
+### SHA-256 of 1 GB of random data, host against enclave
 
 | SGX | host | enclave |
 |---|---:|---:|
@@ -219,7 +231,7 @@ time and 5.1× the memory of the same program on the host (crypto: 1.5× and
 | throughput (MB/s) | 96.416 | 39.779 |
 | throughput / host's | 100 % | 41.3 % |
 
-## AES-256-GCM of a 23-byte string (µs)
+### AES-256-GCM of a 23-byte string (µs)
 
 | SGX | encrypt | decrypt |
 |---|---:|---:|
@@ -233,7 +245,7 @@ time and 5.1× the memory of the same program on the host (crypto: 1.5× and
 | enclave | 13.5 | 2.1 |
 | enclave speed / host speed | 20 % | 38 % |
 
-## RSA of a 23-byte string (µs)
+### RSA of a 23-byte string (µs)
 
 | SGX | key generation | encrypt | decrypt |
 |---|---:|---:|---:|
@@ -247,7 +259,7 @@ time and 5.1× the memory of the same program on the host (crypto: 1.5× and
 | enclave | 428364.3 | 5545.5 | 4215.5 |
 | enclave speed / host speed | 56 % | 89 % | 90 % |
 
-## Example applications (50 runs each, time(1))
+### Example applications (50 runs each, time(1))
 
 helloworld and crypto are secgear_helloworld and secgear_crypto rewritten
 to run on the host only, built with the same options.
@@ -272,7 +284,6 @@ run "$CK" bench keep "${keep_args[@]}" --csv "$tmp/keep.csv" >&2
 cp "$tmp/keep.csv" "$out/data.csv"
 
 # ------------------------------------------------------------------ 3 example applications
-step 3 "example applications: 4 programs, $reps runs each"
 # One run of a program, measured as time(1) does (fork, exec, wait4) but
 # printed at microsecond resolution: CPU seconds (user + system, of the
 # program and of the children it waited for: its keep), wall seconds, and
@@ -311,10 +322,6 @@ int main(int argc, char **argv) {
   return 0;
 }
 EOF
-cc -O2 -o "$tmp/measure" "$tmp/measure.c" >&2 || {
-  echo "secgear.sh: cannot compile the run timer (a C compiler is needed: scripts/install-deps.sh installs build-essential)" >&2
-  exit 1
-}
 # A data.csv row; a value that is not positive (a clock that did not move)
 # is left out, with a word in the log.
 row() {
@@ -342,20 +349,33 @@ examples_runs() {
     echo "secgear.sh: example applications, run $rep of $reps done" >&2
   done
 }
-run examples_runs >> "$out/data.csv"
+if [ -n "$examples" ]; then
+  step 3 "example applications: 4 programs, $reps runs each"
+  cc -O2 -o "$tmp/measure" "$tmp/measure.c" >&2 || {
+    echo "secgear.sh: cannot compile the run timer (a C compiler is needed: scripts/install-deps.sh installs build-essential)" >&2
+    exit 1
+  }
+  run examples_runs >> "$out/data.csv"
+else
+  step 3 "example applications: not installed, left out"
+fi
 
 # ------------------------------------------------------------------ 4 notes
 step 4 "notes"
 {
-  echo "# Conditions of this run"
+  echo "Conditions of this run:"
   echo
   if [ $quick = 1 ]; then echo "- **Quick run**: small sizes; the figures are a smoke test, not a measurement."; fi
   echo "- Micro-benchmarks: \`cryptkeep bench keep ${keep_args[*]}\` (keeps created and destroyed; MiB hashed on each side; seconds per throughput run). \`host\` is the same library code in the calling process; \`keep\` is a runtime keep (\`cryptkeep __keep runtime\`: a separate process with seccomp, Landlock and its heap in \`memfd_secret\` memory, called through shared-memory rings)."
   echo "- \"Computation only\" figures of the keep are timed inside the keep (a timed repeat), as the report timed inside the enclave; \"with the call\" adds the round trip from the caller. RSA key generation: one figure per key (it varies a lot from key to key), 10 keys each way."
   echo "- Sector throughput: 4 threads, 1024 KiB requests, 3 rounds; host is the cipher inline."
-  echo "- Example applications: crates/keep/examples/hello_host, hello_keep, crypto_host, crypto_keep (the report's helloworld, secgear_helloworld, crypto, secgear_crypto; release build), $reps runs each, interleaved. CPU time is user + system of the program and of its keep (the keep is its child, waited for). Memory is the largest resident set of one process, the program or its keep, as time(1) reports it; the two processes' sum is not measured. Read from wait4(2) at microsecond resolution by a small C launcher (fork, exec, wait4; the resident set a child starts with is the launcher's, as with time(1))."
+  if [ -z "$examples" ]; then
+    echo "- **Example applications: not measured**: the example programs are not installed beside this cryptkeep (scripts/install.sh puts them in PREFIX/libexec/cryptkeep/examples; from a checkout this script builds them)."
+  else
+    echo "- Example applications: crates/keep/examples/hello_host, hello_keep, crypto_host, crypto_keep (the report's helloworld, secgear_helloworld, crypto, secgear_crypto; release build), $reps runs each, interleaved. CPU time is user + system of the program and of its keep (the keep is its child, waited for). Memory is the largest resident set of one process, the program or its keep, as time(1) reports it; the two processes' sum is not measured. Read from wait4(2) at microsecond resolution by a small C launcher (fork, exec, wait4; the resident set a child starts with is the launcher's, as with time(1))."
+  fi
   echo "- CPUs: $(nproc); kernel $(uname -r); $("$CK" --version 2>/dev/null || echo cryptkeep)."
   if [ -n "$backing" ]; then echo "- \`--backing $backing\` was given and ignored: nothing here reads or writes a disk."; fi
-  echo "- secGear itself: see skipped.txt; its figures are in published.md."
+  echo "- secGear itself: see Not measured; its figures are under As published."
 } > "$out/notes.md"
 echo "secgear.sh: done; $(($(wc -l < "$out/data.csv") - 1)) measurements in $out/data.csv" >&2
