@@ -131,43 +131,43 @@ fi
 # ------------------------------------------------------------------ files that do not depend on the run
 cat > "$out/targets.csv" <<'EOF'
 target,role,label
-host,baseline,the host (the same code in the calling process; no isolation)
-keep,ours,cryptkeep runtime keep (a sandboxed process; calls over shared memory)
-secgear-sgx,peer,secGear on Intel SGX
-secgear-trustzone,peer,secGear on Arm TrustZone (iTrustee)
+host,baseline,host (no keep)
+keep,ours,cryptkeep runtime keep
+secgear-sgx,peer,secGear (Intel SGX)
+secgear-trustzone,peer,secGear (Arm TrustZone)
 EOF
 
 peers='secgear-sgx secgear-trustzone'
 cat > "$out/metrics.csv" <<EOF
 metric,label,unit,better,table,targets
-create_us,create (start to first call),µs,lower,create and destroy,keep $peers
+create_us,create (to the first call),µs,lower,create and destroy,keep $peers
 destroy_us,destroy,µs,lower,create and destroy,keep $peers
-null_call_spin_ns,null call (worker spinning; back to back),ns,lower,call cost,keep
-null_call_futex_ns,null call (worker asleep; futex wake),ns,lower,call cost,keep
-sha256_mbps,SHA-256 of random data,MB/s,higher,SHA-256 throughput,*
-gcm_encrypt_us,encrypt (computation only),µs,lower,AES-256-GCM of 23 bytes,*
-gcm_decrypt_us,decrypt (computation only),µs,lower,AES-256-GCM of 23 bytes,*
-gcm_encrypt_call_us,encrypt (with the call),µs,lower,AES-256-GCM of 23 bytes,keep
-gcm_decrypt_call_us,decrypt (with the call),µs,lower,AES-256-GCM of 23 bytes,keep
-rsa_keygen_us,key generation (computation only),µs,lower,RSA-2048 key generation,*
-rsa_keygen_call_us,key generation (with the call),µs,lower,RSA-2048 key generation,keep
-rsa_encrypt_us,OAEP-SHA-256 encrypt (computation only),µs,lower,RSA-2048 encrypt and decrypt,*
-rsa_decrypt_us,OAEP-SHA-256 decrypt (computation only),µs,lower,RSA-2048 encrypt and decrypt,*
-rsa_encrypt_call_us,OAEP-SHA-256 encrypt (with the call),µs,lower,RSA-2048 encrypt and decrypt,keep
-rsa_decrypt_call_us,OAEP-SHA-256 decrypt (with the call),µs,lower,RSA-2048 encrypt and decrypt,keep
+null_call_spin_ns,null call (worker spinning),ns,lower,call cost,keep
+null_call_futex_ns,null call (worker asleep: futex wake),ns,lower,call cost,keep
+sha256_mbps,SHA-256 throughput,MB/s,higher,SHA-256 throughput,*
+gcm_encrypt_us,AES-256-GCM encrypt (computation),µs,lower,AES-256-GCM of 23 bytes,*
+gcm_decrypt_us,AES-256-GCM decrypt (computation),µs,lower,AES-256-GCM of 23 bytes,*
+gcm_encrypt_call_us,AES-256-GCM encrypt (with the call),µs,lower,AES-256-GCM of 23 bytes,keep
+gcm_decrypt_call_us,AES-256-GCM decrypt (with the call),µs,lower,AES-256-GCM of 23 bytes,keep
+rsa_keygen_us,RSA-2048 key generation (computation),µs,lower,RSA-2048 key generation,*
+rsa_keygen_call_us,RSA-2048 key generation (with the call),µs,lower,RSA-2048 key generation,keep
+rsa_encrypt_us,RSA-2048 encrypt (computation),µs,lower,RSA-2048 encrypt and decrypt,*
+rsa_decrypt_us,RSA-2048 decrypt (computation),µs,lower,RSA-2048 encrypt and decrypt,*
+rsa_encrypt_call_us,RSA-2048 encrypt (with the call),µs,lower,RSA-2048 encrypt and decrypt,keep
+rsa_decrypt_call_us,RSA-2048 decrypt (with the call),µs,lower,RSA-2048 encrypt and decrypt,keep
 xts_mibps,aes-xts-plain64 sectors (keep: copied in and out),MiB/s,higher,sector throughput,host keep
-xts_zero_copy_mibps,aes-xts-plain64 sectors (zero-copy slot),MiB/s,higher,sector throughput,keep
-gcm_seal_mibps,AES-256-GCM sectors seal,MiB/s,higher,sector throughput,host keep
-gcm_open_mibps,AES-256-GCM sectors open,MiB/s,higher,sector throughput,host keep
+xts_zero_copy_mibps,aes-xts-plain64 sectors (keep: zero-copy slot),MiB/s,higher,sector throughput,keep
+gcm_seal_mibps,AES-256-GCM sector seal,MiB/s,higher,sector throughput,host keep
+gcm_open_mibps,AES-256-GCM sector open,MiB/s,higher,sector throughput,host keep
 EOF
 if [ -n "$examples" ]; then
   cat >> "$out/metrics.csv" <<'EOF'
-hello_cpu_s,helloworld,s,lower,example applications: CPU time,*
-crypto_cpu_s,crypto,s,lower,example applications: CPU time,*
-hello_max_rss_kib,helloworld,KiB,lower,example applications: memory,*
-crypto_max_rss_kib,crypto,KiB,lower,example applications: memory,*
-hello_wall_s,helloworld,s,lower,example applications: wall time,host keep
-crypto_wall_s,crypto,s,lower,example applications: wall time,host keep
+hello_cpu_s,helloworld CPU time,s,lower,example applications: CPU time,*
+crypto_cpu_s,crypto CPU time,s,lower,example applications: CPU time,*
+hello_max_rss_kib,helloworld memory (max RSS),KiB,lower,example applications: memory,*
+crypto_max_rss_kib,crypto memory (max RSS),KiB,lower,example applications: memory,*
+hello_wall_s,helloworld wall time,s,lower,example applications: wall time,host keep
+crypto_wall_s,crypto wall time,s,lower,example applications: wall time,host keep
 EOF
 fi
 
@@ -179,7 +179,7 @@ secgear_sdk=0
 if ldconfig -p 2>/dev/null | grep -q libsecgear || [ -e /usr/lib64/libsecgear.so ] || [ -e /usr/lib/libsecgear.so ]; then
   secgear_sdk=1
 else
-  sgx_missing+=("the secGear SDK (no libsecgear; it is packaged for openEuler)")
+  sgx_missing+=("the secGear SDK (no libsecgear: it is packaged for openEuler)")
 fi
 tz_missing=()
 [ "$(uname -m)" = aarch64 ] || tz_missing+=("an Arm server (this machine is $(uname -m))")
