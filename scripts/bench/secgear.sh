@@ -103,10 +103,14 @@ steps=4
 step() { echo "@step $1 $steps $2"; }
 
 # ------------------------------------------------------------------ 1 build
-step 1 "build the binaries and the keep examples"
 progs=(hello_host hello_keep crypto_host crypto_keep)
 checkout=0
 [ -f "$root/Cargo.toml" ] && checkout=1
+if [ $checkout = 1 ]; then
+  step 1 "build the binaries and the keep examples"
+else
+  step 1 "find the installed example programs"
+fi
 if [ $checkout = 1 ] && command -v cargo >/dev/null 2>&1; then
   run cargo build --manifest-path "$root/Cargo.toml" --release --workspace --bins --examples >&2 ||
     echo "secgear.sh: the build failed; using the binaries already built, if any" >&2
