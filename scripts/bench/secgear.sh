@@ -23,10 +23,11 @@
 # --quick: small sizes (well under two minutes after the build). --backing
 # is accepted and ignored (nothing here touches a disk). CK is the cryptkeep
 # binary (default target/release/cryptkeep). Progress lines `@step I N
-# LABEL` go to stdout, everything else to stderr. Builds the workspace's
-# binaries and examples first (`cargo build --release --workspace --bins
-# --examples`, as scripts/test.sh does, so it is a no-op after the tests)
-# when cargo is there; else uses the binaries already built.
+# LABEL` go to stdout, everything else to stderr (the driver's log.txt).
+# In a checkout, builds the workspace's binaries and examples first (`cargo
+# build --release --workspace --bins --examples`, as scripts/test.sh does,
+# so it is a no-op after the tests); installed, it runs the example
+# programs scripts/install.sh put in PREFIX/libexec/cryptkeep/examples.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -2,8 +2,7 @@
 //! programs that want a key process to hash, seal, encrypt and sign for
 //! them ([`crate::proto::RUNTIME_OPS`]: SHA-256 one-shot and streamed,
 //! seal/unseal, AES-256-GCM, RSA-2048, a timed repeat of those, a fixed
-//! greeting); nothing
-//! that touches a volume or a file system.
+//! greeting); nothing that touches a volume or a file system.
 
 use super::{Prepared, ServerConfig};
 use crate::keep::Failure;
