@@ -553,3 +553,28 @@ fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args, out: &mut Rows) -> CliResult {
     println!();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_number_reps_from_one_and_leave_out_what_is_not_positive() {
+        let mut r = Rows::default();
+        r.add("keep", "create_us", "µs", &[12.5, 0.0, f64::NAN, 3.0]);
+        r.add("host", "sha256_mbps", "MB/s", &[-1.0, 174.0]);
+        assert_eq!(
+            r.0,
+            "secgear,keep,create_us,1,12.5,µs\n\
+             secgear,keep,create_us,4,3,µs\n\
+             secgear,host,sha256_mbps,2,174,MB/s\n"
+        );
+        let dir = std::env::temp_dir().join(format!("bench-keep-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("data.csv");
+        r.write(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("report,target,metric,rep,value,unit\nsecgear,keep,"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
