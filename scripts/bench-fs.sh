@@ -23,6 +23,11 @@
 # cryptkeep targets without --no-io-uring use per-CPU FUSE-over-io_uring queues.
 #   securefs   - Debian's securefs, its default format (printed below)
 #   encfs      - Debian's EncFS, --standard, password on stdin
+#   cryfs      - Debian's CryFS, its defaults (cipher, 16 KiB blocks), CRYFS_FRONTEND=noninteractive,
+#                password on stdin
+#   ecryptfs   - the kernel's eCryptfs (not in the default list: --only ...,ecryptfs; needs the
+#                module and ecryptfs-utils)
+# The mounts and the tests are in scripts/bench/lib-fs.sh (shared with scripts/bench/encfs.sh).
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
 # usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE]
 #   (cryptkeep-base is not in the default list: --only ...,cryptkeep-base with CK_BASE set)
@@ -33,7 +38,7 @@
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
 reps=3; quick=0; csv=; backing=
-targets=(plain bindfs gocryptfs cryptkeep cryptkeep-devfuse cryptkeep-keep securefs encfs)
+targets=(plain bindfs gocryptfs cryptkeep cryptkeep-devfuse cryptkeep-keep securefs encfs cryfs)
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps=$2; shift 2;;
@@ -58,131 +63,43 @@ has securefs && ! command -v securefs >/dev/null && need+=(securefs)
 has encfs && ! command -v encfs >/dev/null && need+=(encfs)
 has bindfs && ! command -v bindfs >/dev/null && need+=(bindfs)
 has gocryptfs && ! command -v gocryptfs >/dev/null && need+=(gocryptfs)
+has ecryptfs && ! command -v mount.ecryptfs >/dev/null && need+=(ecryptfs-utils)
+has cryfs && ! command -v cryfs >/dev/null && need+=(cryfs)
 compgen -G '/usr/src/linux-source-*.tar.xz' >/dev/null || need+=(linux-source)
 if [ ${#need[@]} -gt 0 ]; then
   [ -z "${CI:-}" ] || { echo "bench-fs: missing ${need[*]} (not installing in CI)" >&2; exit 1; }
   echo "bench-fs: installing ${need[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-src_xz=$(ls /usr/src/linux-source-*.tar.xz | sort -V | tail -n1)
-
-if [ -n "$backing" ]; then
-  [ -d "$backing" ] || { echo "bench-fs: --backing $backing is not a directory" >&2; exit 1; }
-  w=$(mktemp -d "$(cd "$backing" && pwd)/ck-bfs.XXXXXX")
-else
-  w=$(mktemp -d /tmp/ck-bfs.XXXXXX)
-fi
-export CRYPTKEEP_RUN_DIR=$w/run
-cleanup() {
-  set +e
-  for m in $(awk -v w="$w" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do
-    [ "$m" = "$w/tmpfs" ] && continue
-    fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-  done
-  mountpoint -q "$w/tmpfs" && umount -l "$w/tmpfs"
-  rm -rf "$w"
-}
-trap cleanup EXIT
-mkdir -p "$w/tmpfs" "$w/run"
-mount -t tmpfs -o size=90% tmpfs "$w/tmpfs"
-# tardir: the tar; t: where the backing dirs go (the tmpfs, or the work dir on --backing)
-tardir=$w/tmpfs t=$w/tmpfs
-if [ -n "$backing" ]; then t=$w/back; mkdir -p "$t"; fi
-store="$(findmnt -n -o FSTYPE,SOURCE --target "$t" | awk '{print $1 " on " $2}')"
+. "$root/scripts/bench/lib-fs.sh"
+trap fs_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+fs_setup
 echo "bench-fs: backing store $t: $store" >&2
-uring_param=/sys/module/fuse/parameters/enable_uring
-if [ -w "$uring_param" ]; then echo Y > "$uring_param"; fi
-transport=/dev/fuse
-[ "$(cat "$uring_param" 2>/dev/null)" = Y ] && transport="FUSE over io_uring"
-pw=bench-password
-printf '%s\n' "$pw" > "$w/pass"
 
-# The tree, decompressed once outside the targets (xz stays out of the timing).
-echo "bench-fs: decompressing $src_xz" >&2
-if [ $quick = 1 ]; then
-  # the first 10,000 entries, re-packed into a plain tar
-  python3 -c '
-import sys, tarfile
-with tarfile.open(sys.argv[1], "r|xz") as src, tarfile.open(sys.argv[2], "w", format=tarfile.PAX_FORMAT) as dst:
-    for i, m in enumerate(src):
-        if i == 10000: break
-        dst.addfile(m, src.extractfile(m) if m.isreg() else None)
-' "$src_xz" "$tardir/src.tar"
-else
-  xz -dc "$src_xz" > "$tardir/src.tar"
-fi
-nfiles=$(tar -tf "$tardir/src.tar" | wc -l)
+n=0; [ $quick = 1 ] && n=10000   # --quick: the first 10,000 entries, re-packed into a plain tar
+fs_prepare_tar "$n"
 
-# Mount each target: mnt[target] is where the test runs, back[target] the backing dir.
-declare -A mnt back ver
+# Mount each target, then REPS interleaved runs of the tests (scripts/bench/lib-fs.sh).
 for target in "${targets[@]}"; do
-  m=$w/mnt-$target; b=$t/back-$target
-  mkdir -p "$m" "$b"
-  case $target in
-    plain) rmdir "$m"; m=$b; ver[$target]="$store ($(uname -r))";;
-    bindfs) bindfs --multithreaded "$b" "$m"; ver[$target]="bindfs $(dpkg-query -W -f='${Version}' bindfs), --multithreaded";;
-    gocryptfs)
-      gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null
-      gocryptfs -q -nosyslog -passfile "$w/pass" "$b" "$m"
-      ver[$target]="gocryptfs $(dpkg-query -W -f='${Version}' gocryptfs), -scryptn 10, defaults";;
-    cryptkeep|cryptkeep-keep|cryptkeep-devfuse|cryptkeep-base)
-      keep_args=() bin=$ck
-      [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
-      [ "$target" = cryptkeep-devfuse ] && keep_args=(--no-io-uring)
-      if [ "$target" = cryptkeep-base ]; then
-        bin=${CK_BASE:-}
-        [ -x "$bin" ] || { echo "bench-fs: cryptkeep-base needs CK_BASE=path/to/an/earlier/cryptkeep" >&2; exit 1; }
-      fi
-      "$bin" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null
-      "$bin" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null
-      via=$transport; [ "$target" = cryptkeep-devfuse ] && via=/dev/fuse
-      ver[$target]="$("$bin" --version) ($bin), --scryptn 10 ${keep_args[*]} ($via)";;
-    securefs)
-      securefs create "$b" --pass "$pw" >/dev/null 2>&1 </dev/null
-      securefs mount -b --log "$w/securefs.log" "$b" "$m" --pass "$pw" >/dev/null 2>&1 </dev/null
-      for _ in $(seq 50); do mountpoint -q "$m" && break; sleep 0.1; done
-      fmt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("version","?"))' \
-        "$(ls "$b"/.securefs.json "$b"/.config.json 2>/dev/null | head -n1)" 2>/dev/null || echo '?')
-      ver[$target]="securefs $(dpkg-query -W -f='${Version}' securefs), default format $fmt (argon2id)";;
-    encfs)
-      printf '%s\n' "$pw" | encfs --standard --stdinpass "$b" "$m" >/dev/null 2>&1
-      ver[$target]="encfs $(dpkg-query -W -f='${Version}' encfs), --standard";;
-  esac
-  mountpoint -q "$m" || [ "$target" = plain ] || { echo "bench-fs: $target did not mount" >&2; exit 1; }
-  mnt[$target]=$m; back[$target]=$b
+  fs_mount "$target" || { echo "bench-fs: $target did not mount" >&2; exit 1; }
 done
-
-now() { date +%s.%N; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-secs() { python3 -c "print(f'{$2-$1:.2f}')"; }
 declare -A res
+fs_record() {
+  case $2 in
+    swrite|sread) res[$1,$2]+="$(printf '%.0f' "$3") ";;
+    extract|du|rsync|delete) res[$1,$2]+="$(printf '%.2f' "$3") ";;
+    disk) res[$1,$2]+="$3 ";;
+  esac
+}
 for r in $(seq 1 "$reps"); do
-  for target in "${targets[@]}"; do
-    m=${mnt[$target]}
-    s=$(now); dd if=/dev/zero of="$m/stream" bs=4k count=25600 conv=fdatasync status=none; e=$(now)
-    res[$target,swrite]+="$(python3 -c "print(round(100/($e-$s)))") "
-    drop
-    s=$(now); dd if="$m/stream" of=/dev/null bs=4k status=none; e=$(now)
-    res[$target,sread]+="$(python3 -c "print(round(100/($e-$s)))") "
-    rm -f "$m/stream"
-    mkdir -p "$m/tree"; sync
-    s=$(now); tar -xf "$tardir/src.tar" -C "$m/tree"; sync; e=$(now)
-    res[$target,extract]+="$(secs "$s" "$e") "
-    res[$target,disk]+="$(du -sb "${back[$target]}" | cut -f1) "
-    drop
-    s=$(now); du -s "$m/tree" >/dev/null; e=$(now)
-    res[$target,du]+="$(secs "$s" "$e") "
-    rm -rf "$w/elsewhere"; mkdir -p "$w/elsewhere"
-    s=$(now); rsync -an "$m/tree/" "$w/elsewhere/"; e=$(now)
-    res[$target,rsync]+="$(secs "$s" "$e") "
-    s=$(now); rm -rf "$m/tree"; sync; e=$(now)
-    res[$target,delete]+="$(secs "$s" "$e") "
-  done
+  for target in "${targets[@]}"; do fs_rep "$target"; done
   echo "bench-fs: rep $r/$reps done" >&2
 done
 
 # The plain tree's size, for the on-disk overhead.
-mkdir -p "$t/ref"; tar -xf "$tardir/src.tar" -C "$t/ref"; plain_bytes=$(du -sb "$t/ref" | cut -f1); rm -rf "$t/ref"
+fs_plain_size
 
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 keys=(swrite sread extract du rsync delete)
