@@ -21,7 +21,7 @@
 #                  before/after comparison measured in the same run
 # The fuse module's enable_uring is turned on first (as scripts/install-deps.sh does), so the
 # cryptkeep targets without --no-io-uring use per-CPU FUSE-over-io_uring queues.
-#   securefs   - Debian's securefs, its default format (printed below)
+#   securefs   - Debian's securefs, its default format (printed below), one round of argon2id
 #   encfs      - Debian's EncFS, --standard, password on stdin
 #   cryfs      - Debian's CryFS, its defaults (cipher, 16 KiB blocks), CRYFS_FRONTEND=noninteractive,
 #                password on stdin

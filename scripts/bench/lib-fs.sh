@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154  # globals shared with the caller
 # The overlay file-system tests (the EncFS/eCryptfs report's tests), shared by
 # scripts/bench-fs.sh (a Markdown table on stdout) and scripts/bench/encfs.sh (the
 # `cryptkeep bench encfs` report). Sourced, not run; the caller has `set -euo pipefail`.
@@ -19,7 +19,7 @@
 #   plain      the backing file system itself
 #   bindfs     bindfs --multithreaded passthrough (unencrypted FUSE)
 #   gocryptfs  gocryptfs -scryptn 10, default options
-#   securefs   securefs, its default format (argon2id)
+#   securefs   securefs, its default format (argon2id, --rounds 1)
 #   encfs      EncFS --standard, password on stdin
 #   cryfs      CryFS, its default cipher and block size, CRYFS_FRONTEND=noninteractive
 #   ecryptfs   the kernel's eCryptfs (mount -t ecryptfs, AES-128, encrypted names, as the
@@ -168,12 +168,13 @@ fs_mount() {
       "$bin" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null || return 1
       ver[$target]="$("$bin" --version) ($bin), --scryptn 10 ${keep_args[*]} ($via)";;
     securefs)
-      securefs create "$b" --pass "$pw" >/dev/null 2>&1 </dev/null || return 1
+      # one round of argon2id: the key derivation is not what is measured (as -scryptn 10)
+      securefs create "$b" --pass "$pw" --rounds 1 >/dev/null 2>&1 </dev/null || return 1
       securefs mount -b --log "$w/securefs.log" "$b" "$m" --pass "$pw" >/dev/null 2>&1 </dev/null || return 1
       local fmt
       fmt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("version","?"))' \
         "$(ls "$b"/.securefs.json "$b"/.config.json 2>/dev/null | head -n1)" 2>/dev/null || echo '?')
-      ver[$target]="securefs $(fs_pkgver securefs), default format $fmt (argon2id)";;
+      ver[$target]="securefs $(fs_pkgver securefs), default format $fmt (argon2id, --rounds 1)";;
     encfs)
       printf '%s\n' "$pw" | encfs --standard --stdinpass "$b" "$m" >/dev/null 2>&1 || return 1
       ver[$target]="encfs $(fs_pkgver encfs), --standard (AES-192, encrypted names)";;
@@ -209,8 +210,8 @@ fs_mount() {
 
 fs_now() { date +%s.%N; }
 fs_drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-fs_secs() { python3 -c "print(f'{$2-$1:.4f}')"; }
-fs_mibs() { python3 -c "print(f'{$fs_stream_mib/($2-$1):.2f}')"; }
+fs_secs() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.4f\n", e - s }'; }
+fs_mibs() { awk -v s="$1" -v e="$2" -v n="$fs_stream_mib" 'BEGIN { printf "%.2f\n", n / (e - s) }'; }
 
 # One repetition of the tests on TARGET; each value goes to `fs_record TARGET KEY VALUE`.
 fs_rep() {
@@ -224,6 +225,7 @@ fs_rep() {
   mkdir -p "$m/tree"; sync
   s=$(fs_now); tar -xf "$tardir/src.tar" -C "$m/tree"; sync; e=$(fs_now)
   fs_record "$target" extract "$(fs_secs "$s" "$e")"
+  fs_settle "$target"
   fs_record "$target" disk "$(du -sb "${back[$target]}" | cut -f1)"
   fs_record "$target" disk_alloc "$(du -s --block-size=1 "${back[$target]}" | cut -f1)"
   fs_drop
@@ -234,6 +236,7 @@ fs_rep() {
   fs_record "$target" rsync "$(fs_secs "$s" "$e")"
   s=$(fs_now); rm -rf "$m/tree"; sync; e=$(fs_now)
   fs_record "$target" delete "$(fs_secs "$s" "$e")"
+  fs_settle "$target"
 }
 
 # The plain tree's size on the backing store, for the on-disk overhead: sets plain_bytes
@@ -246,18 +249,46 @@ fs_plain_size() {
   rm -rf "$t/ref"
 }
 
-# What N files of SIZE bytes, in a new directory of TARGET, add to its backing dir:
-# prints "APPARENT ALLOCATED" in bytes (du -sb and du -s --block-size=1 deltas), then
-# removes them.
+# Wait until what TARGET stores has reached its backing dir. CryFS keeps written blocks in
+# a cache and writes them out within a second (sync does not reach it): its backing dir
+# is taken as settled once it has not changed for 1.2 s (waiting at most 30 s). The
+# others write through.
+fs_settle() {
+  sync
+  [ "$1" = cryfs ] || return 0
+  local b=${back[$1]} a0 a1 i
+  a0=$(du -sb "$b" | cut -f1)
+  for i in $(seq 25); do
+    sleep 1.2; sync; a1=$(du -sb "$b" | cut -f1)
+    [ "$a1" = "$a0" ] && return 0
+    a0=$a1
+  done
+  echo "$1: the backing dir still changes after 30 s" >&2
+}
+
+# What N files of each SIZE, in a new directory per size on TARGET, add to its backing
+# dir: prints one line "SIZE APPARENT ALLOCATED" per size, in bytes (the deltas of du -sb
+# and du -s --block-size=1), then removes them.
 fs_files_cost() {
-  local target=$1 n=$2 size=$3 m=${mnt[$1]} b=${back[$1]} a0 a1 k0 k1 i
-  sync
+  local target=$1 n=$2 m=${mnt[$1]} b=${back[$1]} size a0 a1 k0 k1
+  shift 2
+  fs_settle "$target"
   a0=$(du -sb "$b" | cut -f1); k0=$(du -s --block-size=1 "$b" | cut -f1)
-  mkdir "$m/files-$size"
-  head -c "$size" /dev/urandom > "$w/one"
-  for i in $(seq "$n"); do cp "$w/one" "$m/files-$size/file-with-a-name-of-this-length-$i"; done
-  sync
-  a1=$(du -sb "$b" | cut -f1); k1=$(du -s --block-size=1 "$b" | cut -f1)
-  rm -rf "$m/files-$size" "$w/one"; sync
-  echo "$((a1 - a0)) $((k1 - k0))"
+  for size in "$@"; do
+    python3 -c '
+import os, sys
+d, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.mkdir(d)
+data = os.urandom(size)
+for i in range(n):
+    with open(os.path.join(d, f"file-with-a-name-of-this-length-{i}"), "wb") as f:
+        f.write(data)
+' "$m/files-$size" "$n" "$size"
+    fs_settle "$target"
+    a1=$(du -sb "$b" | cut -f1); k1=$(du -s --block-size=1 "$b" | cut -f1)
+    echo "$size $((a1 - a0)) $((k1 - k0))"
+    a0=$a1 k0=$k1
+  done
+  for size in "$@"; do rm -rf "${m:?}/files-$size"; done
+  fs_settle "$target"
 }
