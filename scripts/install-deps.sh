@@ -14,6 +14,7 @@ pkgs=(
   gnuplot-nox                                # scripts/bench-integrity.sh: the chart
   argon2                                     # oracle: reference Argon2 CLI (crypto tests)
   stress-ng rsync python3                    # tests/e2e/fs_stress.sh; scripts/bench-*.sh
+  securefs encfs cryfs linux-source          # scripts/bench/encfs.sh, bench-fs.sh: the peers, the tree
 )
 missing=()
 for p in "${pkgs[@]}"; do

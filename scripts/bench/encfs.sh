@@ -60,6 +60,7 @@ out=$(cd "$out" && pwd)
 if [ "$(readlink -f /proc/self/fd/2)" != "$(readlink -f "$out/log.txt")" ]; then
   exec 2> >(trap '' INT TERM; exec tee -a "$out/log.txt" >&2)
 fi
+exec 3>&2   # the log, for the cleanup (which may run where stderr is redirected)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 ck=${CK:-$root/target/release/cryptkeep}
 [ "$(id -u)" = 0 ] || { echo "encfs: needs root (tmpfs, mounts, drop_caches)" >&2; exit 1; }
@@ -95,6 +96,7 @@ is_encrypted() { [[ " ${encrypted[*]} " == *" $1 "* ]]; }
 on_exit() {
   local rc=$?
   trap '' INT TERM
+  exec 2>&3
   fs_cleanup
   [ $rc = 0 ] || echo "encfs: stopped (exit $rc); mounts and daemons removed" >&2
 }
