@@ -34,9 +34,9 @@
 #   --backing DIR  the backing dirs go onto the file system holding DIR (a disk)
 #   --files N    extract the first N entries of the tree (0: all of it)
 #   CK=path      the cryptkeep binary (default target/release/cryptkeep)
-# Writes DIR/data.csv, targets.csv, metrics.csv, skipped.txt, published.md, notes.md (the
-# contract in docs/design/bench.md); prints `@step I N LABEL` on stdout, the rest on stderr
-# (and into DIR/log.txt). Needs root (tmpfs, mounts, drop_caches).
+# Writes DIR/data.csv, targets.csv, metrics.csv, pairs.csv, skipped.txt, published.md and
+# notes.md (the contract in docs/design/bench.md); prints `@step I N LABEL` on stdout, the
+# rest on stderr (and into DIR/log.txt). Needs root (tmpfs, mounts, drop_caches).
 set -euo pipefail
 out='' quick=0 reps=3 backing='' files=40000 files_set=0
 while [ $# -gt 0 ]; do
@@ -166,7 +166,8 @@ echo "encfs: the tree: $nfiles entries, $plain_bytes bytes, $plain_alloc allocat
 mounted=()
 for t0 in "${run[@]}"; do
   progress "mount $t0"
-  if fs_mount "$t0" 2>>"$w/mount-$t0.err"; then
+  # (a daemon keeps neither the progress stream nor fd 3 open)
+  if fs_mount "$t0" >&2 2>>"$w/mount-$t0.err" 3>&-; then
     mounted+=("$t0")
   else
     cat "$w/mount-$t0.err" >&2 || true
@@ -177,13 +178,12 @@ done
 
 # data.csv: one row per measurement.
 echo "report,target,metric,rep,value,unit" > "$out/data.csv"
-declare -A emitted
 emit() { # TARGET METRIC REP VALUE UNIT: only positive values (a zero is no measurement)
   if awk -v v="$4" 'BEGIN { exit !(v + 0 > 0) }'; then
     echo "$report,$1,$2,$3,$4,$5" >> "$out/data.csv"
-    emitted[$2]+=" $1"
   else
     echo "encfs: $1 $2 rep $3: $4 $5 is not positive, left out" >&2
+    echo "- $1, $2, run $3: $4 $5, not positive: left out (the metric's targets say so)" >> "$w/left-out"
   fi
 }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", (a - b) * 100 / b }'; }
@@ -202,11 +202,27 @@ fs_record() {
   esac
   return 0
 }
+# A target that fails during a run (its daemon died, a command failed) is skipped from
+# then on, with its rows: one peer does not end the report.
+fail() { # TARGET WHAT
+  local reason
+  reason=$(grep -v '^+' "$w/run.err" 2>/dev/null | tail -n1 | tr -d '\r' | tr ';' ',' | cut -c1-200)
+  skip "$1" "$2 failed${reason:+ ($reason)}; the log has the details" "scripts/install-deps.sh"
+  unset "mnt[$1]"
+  local m1 keep=()
+  for m1 in "${mounted[@]}"; do [ "$m1" = "$1" ] || keep+=("$m1"); done
+  mounted=("${keep[@]}")
+}
 for rep in $(seq 1 "$reps"); do
   for t0 in "${run[@]}"; do
     if [ -n "${mnt[$t0]:-}" ]; then
       progress "run $rep/$reps: $t0"
-      fs_rep "$t0"
+      set +e
+      ( set -e; fs_rep "$t0" ) 2>"$w/run.err" 3>&-
+      rc=$?
+      set -e
+      cat "$w/run.err" >&2
+      [ $rc = 0 ] || fail "$t0" "run $rep"
     else
       step=$((step + 1))
     fi
@@ -220,7 +236,13 @@ sizes=(0 1 1024 4096)
 declare -A raw alloc
 for t0 in "${mounted[@]}"; do
   while read -r s a k; do raw[$t0,$s]=$a alloc[$t0,$s]=$k; done \
-    < <(fs_files_cost "$t0" "$n_files_per_size" "${sizes[@]}")
+    < <(fs_files_cost "$t0" "$n_files_per_size" "${sizes[@]}" 2>"$w/run.err" 3>&-)
+  cat "$w/run.err" >&2
+done
+for t0 in "${mounted[@]}"; do
+  for s in "${sizes[@]}"; do
+    [ -n "${raw[$t0,$s]:-}" ] || { fail "$t0" "the per-file measurement"; break; }
+  done
 done
 per() { awk -v a="$1" -v n="$n_files_per_size" 'BEGIN { printf "%.1f\n", a / n }'; }
 for t0 in "${mounted[@]}"; do
@@ -230,11 +252,20 @@ for t0 in "${mounted[@]}"; do
   fi
 done
 
+# The rows of a target that failed half-way go: it is in skipped.txt.
+for t0 in "${all[@]}"; do
+  if [ -n "${why[$t0]:-}" ]; then
+    awk -F, -v t="$t0" '$2 != t' "$out/data.csv" > "$w/data.csv" && cat "$w/data.csv" > "$out/data.csv"
+  fi
+done
+
 # metrics.csv: a metric's targets are those that have a row of it (a zero overhead is no
 # row, and no gap).
+declare -A emitted
+while IFS=, read -r _ t1 m1 _; do emitted[$m1]+=" $t1 "; done < <(tail -n +2 "$out/data.csv")
 targets_of() { # METRIC DEFAULT: "*" when every target that ran has it
   local m=$1 list=() t1
-  for t1 in "${all[@]}"; do [[ " ${emitted[$m]:-} " == *" $t1 "* ]] && list+=("$t1"); done
+  for t1 in "${all[@]}"; do [[ "${emitted[$m]:-}" == *" $t1 "* ]] && list+=("$t1"); done
   if [ "$2" = '*' ] && [ ${#list[@]} = ${#mounted[@]} ]; then echo '*'
   elif [ ${#list[@]} = 0 ]; then echo "${2/\*/${all[*]}}"
   else echo "${list[*]}"; fi
@@ -254,6 +285,17 @@ enc_all="${encrypted[*]}"
   echo "overhead_bytes_pct,bytes stored beyond the plain tree (du -b),%,lower,overhead,$(targets_of overhead_bytes_pct "$enc_all")"
   echo "header_bytes_per_file,bytes stored per file beyond its content,B,lower,overhead,$(targets_of header_bytes_per_file "$enc_all")"
 } > "$out/metrics.csv"
+
+# pairs.csv: like-for-like comparisons beside the best peer's.
+{
+  echo "ours,other,why"
+  for p1 in "encfs:the report's user-space file system" "ecryptfs:the report's kernel file system" \
+            "gocryptfs:the same on-disk format"; do
+    if [[ " ${mounted[*]} " == *" ${p1%%:*} "* && " ${mounted[*]} " == *" cryptkeep "* ]]; then
+      echo "cryptkeep,${p1%%:*},${p1#*:}"
+    fi
+  done
+} > "$out/pairs.csv"
 
 # published.md: the report's own tables.
 cat > "$out/published.md" <<'EOF'
@@ -328,9 +370,15 @@ EOF
   echo "## Versions"
   echo
   for t0 in "${all[@]}"; do
-    if [ -n "${ver[$t0]:-}" ]; then echo "- $t0: ${ver[$t0]}"; else echo "- $t0: skipped (${why[$t0]:-})"; fi
+    if [ -n "${why[$t0]:-}" ]; then echo "- $t0: skipped (${why[$t0]})"; else echo "- $t0: ${ver[$t0]:-}"; fi
   done
   echo
+  if [ -s "$w/left-out" ]; then
+    echo "## Left out"
+    echo
+    cat "$w/left-out"
+    echo
+  fi
   echo "## The space a file takes, in bytes"
   echo
   hdr="| plaintext size |" sep="|--:|"

@@ -64,7 +64,7 @@ fs_setup() {
     [ -d "$backing" ] || { echo "--backing $backing is not a directory" >&2; return 1; }
     w=$(mktemp -d "$(cd "$backing" && pwd)/ck-bfs.XXXXXX")
   else
-    w=$(mktemp -d /tmp/ck-bfs.XXXXXX)
+    w=$(mktemp -d "${TMPDIR:-/tmp}/ck-bfs.XXXXXX")
   fi
   export CRYPTKEEP_RUN_DIR=$w/run
   mkdir -p "$w/tmpfs" "$w/run" "$w/home"
@@ -132,8 +132,9 @@ with tarfile.open(sys.argv[1], "r|xz") as src, tarfile.open(sys.argv[2], "w", fo
 # Record the daemons serving a mount (their command lines name its unique paths), with
 # their children (the keep), so that fs_cleanup can end any left behind.
 fs_track() {
-  local p c
-  for p in $(pgrep -f -- "$1" 2>/dev/null); do
+  local p c re
+  re=$(printf '%s' "$1" | sed 's/[][\.*^$+?(){}|]/\\&/g')
+  for p in $(pgrep -f -- "$re" 2>/dev/null); do
     [ "$p" = $$ ] && continue
     fs_pids+=([$p]=$p)
     for c in $(pgrep -P "$p" 2>/dev/null); do fs_pids+=([$c]=$c); done
@@ -166,7 +167,7 @@ fs_mount() {
       fi
       "$bin" fs init "$b" --scryptn 10 --passfile "$w/pass" </dev/null >/dev/null || return 1
       "$bin" fs mount "$b" "$m" --passfile "$w/pass" "${keep_args[@]}" </dev/null >/dev/null || return 1
-      ver[$target]="$("$bin" --version) ($bin), --scryptn 10 ${keep_args[*]} ($via)";;
+      ver[$target]="$("$bin" --version) ($bin), --scryptn 10${keep_args[*]:+ ${keep_args[*]}} ($via)";;
     securefs)
       # one round of argon2id: the key derivation is not what is measured (as -scryptn 10)
       securefs create "$b" --pass "$pw" --rounds 1 >/dev/null 2>&1 </dev/null || return 1
@@ -184,7 +185,7 @@ fs_mount() {
       printf '%s\n' "$pw" | HOME=$w/home CRYFS_FRONTEND=noninteractive CRYFS_NO_UPDATE_CHECK=true \
         cryfs "$b" "$m" >/dev/null 2>&1 || return 1
       local cipher
-      cipher=$(cryfs --help 2>/dev/null | tr -s ' \n' ' ' | sed -n 's/.*--cipher arg[^.]*Default: \([a-z0-9-]*\).*/\1/p')
+      cipher=$(cryfs --help 2>&1 | tr -s ' \n' ' ' | grep -o -- '--cipher arg.*' | grep -o 'Default: [a-z0-9-]*' | head -n1 | cut -d' ' -f2)
       ver[$target]="cryfs $(fs_pkgver cryfs), defaults (${cipher:-default cipher}, 16 KiB blocks)";;
     ecryptfs)
       # As the EncFS/eCryptfs report mounted it: AES with a 128-bit key, encrypted names.
@@ -213,9 +214,16 @@ fs_drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 fs_secs() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.4f\n", e - s }'; }
 fs_mibs() { awk -v s="$1" -v e="$2" -v n="$fs_stream_mib" 'BEGIN { printf "%.2f\n", n / (e - s) }'; }
 
+# Fails when TARGET's file system is no longer mounted (its daemon died or unmounted):
+# the tests would run on the empty directory beneath.
+fs_alive() {
+  [ "$1" = plain ] || mountpoint -q "${mnt[$1]}" || { echo "$1 is no longer mounted" >&2; return 1; }
+}
+
 # One repetition of the tests on TARGET; each value goes to `fs_record TARGET KEY VALUE`.
 fs_rep() {
   local target=$1 m=${mnt[$1]} s e
+  fs_alive "$target"
   s=$(fs_now); dd if=/dev/zero of="$m/stream" bs=4k count=$((fs_stream_mib * 256)) conv=fdatasync status=none; e=$(fs_now)
   fs_record "$target" swrite "$(fs_mibs "$s" "$e")"
   fs_drop
@@ -235,6 +243,7 @@ fs_rep() {
   s=$(fs_now); rsync -an "$m/tree/" "$w/elsewhere/"; e=$(fs_now)
   fs_record "$target" rsync "$(fs_secs "$s" "$e")"
   s=$(fs_now); rm -rf "$m/tree"; sync; e=$(fs_now)
+  fs_alive "$target"
   fs_record "$target" delete "$(fs_secs "$s" "$e")"
   fs_settle "$target"
 }
@@ -272,6 +281,7 @@ fs_settle() {
 fs_files_cost() {
   local target=$1 n=$2 m=${mnt[$1]} b=${back[$1]} size a0 a1 k0 k1
   shift 2
+  fs_alive "$target"
   fs_settle "$target"
   a0=$(du -sb "$b" | cut -f1); k0=$(du -s --block-size=1 "$b" | cut -f1)
   for size in "$@"; do
@@ -290,5 +300,6 @@ for i in range(n):
     a0=$a1 k0=$k1
   done
   for size in "$@"; do rm -rf "${m:?}/files-$size"; done
+  fs_alive "$target"
   fs_settle "$target"
 }
