@@ -19,8 +19,8 @@ leftovers() {
     losetup -n -O NAME,BACK-FILE 2>/dev/null | awk -v w="$W" 'index($2, w) == 1 {print "loop " $0}'
     for p in /proc/[0-9]*; do
       [ "${p#/proc/}" = $$ ] && continue
-      if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -q "^TMPDIR=$W/tmp$"; then
-        echo "process ${p#/proc/}: $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null | cut -c1-80)"
+      if { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -q "^TMPDIR=$W/tmp$"; then
+        echo "process ${p#/proc/}: $({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null | cut -c1-80)"
       fi
     done
   } | grep -v "^process $BASHPID:" || true
