@@ -21,7 +21,9 @@ pub fn figure(v: f64) -> String {
     } else if a >= 0.01 {
         format!("{v:.3}")
     } else {
-        format!("{v:.2e}")
+        // Three significant digits, still without an exponent.
+        let digits = (-a.log10()).ceil().clamp(0.0, 12.0) as usize + 2;
+        format!("{v:.digits$}")
     }
 }
 
@@ -190,10 +192,16 @@ fn comparison_row(data: &ReportData, c: &Comparison) -> String {
         None => ("–".into(), "–".into()),
     };
     let (peer, peer_fig) = other(&c.peer);
-    let (base, base_fig) = other(&c.baseline);
+    let base = match &c.baseline {
+        Some(_) => {
+            let (name, fig) = other(&c.baseline);
+            format!("{name} {fig}")
+        }
+        None => "–".into(),
+    };
     let r = |x: Option<f64>| x.map_or("–".into(), times);
     format!(
-        "| {} | {} | {} {unit} | {peer} | {peer_fig} | {} | {base} {base_fig} | {} |",
+        "| {} | {} | {} {unit} | {peer} | {peer_fig} | {} | {base} | {} |",
         m.label,
         label(data, &c.ours),
         figure(c.ours_stat.median),
@@ -275,15 +283,15 @@ fn best_peer_headlines(data: &ReportData) -> Vec<String> {
             c.vs_baseline(m.better),
             &c.baseline,
         ) {
-            (Some(r), Some((p, _)), _, _) => format!(
-                "{}: {} {} {} vs {} {} — **{}** the best peer",
+            (Some(r), Some((p, ps)), _, _) => format!(
+                "{}: {} {} {u} vs {} {} {u} — **{}** the best peer",
                 m.label,
                 label(data, &c.ours),
                 figure(c.ours_stat.median),
-                m.unit,
                 label(data, p),
-                figure(c.peer.as_ref().map_or(0.0, |(_, s)| s.median)),
-                times(r)
+                figure(ps.median),
+                times(r),
+                u = m.unit
             ),
             (None, _, Some(r), Some((b, _))) => format!(
                 "{}: {} {} {} — {} of {}",
@@ -337,6 +345,8 @@ mod tests {
         assert_eq!(figure(12.34), "12.3");
         assert_eq!(figure(1.234), "1.23");
         assert_eq!(figure(0.1234), "0.123");
+        assert_eq!(figure(0.00620), "0.00620");
+        assert_eq!(figure(0.0000123), "0.0000123");
         assert_eq!(times(2.0), "2.00×");
         assert_eq!(chart_file("fio (1 MiB)"), "chart-fio--1-mib.svg");
     }
