@@ -10,7 +10,12 @@
 # All in the same run, interleaved, REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
 # usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard] [--with-inline]
-#                               [--backing DIR] [--only t1,t2]
+#                               [--backing DIR] [--only t1,t2] [--load cpu]
+#   --load cpu: one busy process per CPU (stress-ng --cpu $(nproc)) runs through all the
+#   measurements: the block path on a machine busy with other work. With --with-inline it
+#   is the measure of what the keep process costs under contention.
+#   Every image file is fully allocated (fallocate) before it is measured, so the first
+#   run does not pay for the backing store's allocation.
 #   --backing DIR: the image files go into a work dir made in DIR (removed afterwards) instead
 #   of onto a tmpfs; page caches are dropped before each read test. The header names the
 #   backing store (file system type and device).
@@ -23,7 +28,7 @@
 # CK_BASE=PATH adds a target cryptkeep-base: the same volume served by another
 # cryptkeep binary (an older build), to compare two builds in one run.
 set -euo pipefail
-reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0; backing=
+reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0; backing= load=
 targets=(cryptkeep loop bindfs gocryptfs)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +39,8 @@ while [ $# -gt 0 ]; do
     --with-inline) targets+=(inline); shift;;
     --backing) backing=$2; shift 2;;
     --only) IFS=, read -r -a targets <<< "$2"; shift 2;;
+    --load) [ "$2" = cpu ] || { echo "bench-block: --load takes 'cpu'" >&2; exit 1; }
+            load=$2; shift 2;;
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -86,6 +93,7 @@ dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
 hdparm_run() { blk_hdparm -t $1; }
 
 declare -A res
+if [ -n "$load" ]; then BLK_LOAD=$load blk_load_start; sleep 1; fi
 for r in $(seq 1 $reps); do
   for target in "${targets[@]}"; do
     case $target in cryptkeep) d=$ck_dev;; loop) d=$loop_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
@@ -99,6 +107,7 @@ for r in $(seq 1 $reps); do
   done
   echo "bench-block: rep $r/$reps done" >&2
 done
+blk_load_stop
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "backing store: $store ($t)"
 echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
@@ -121,4 +130,4 @@ for target in "${targets[@]}"; do
   for k in write read dd ddwarm hdparm; do row+=" $k [${res[$target,$k]% }]"; done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext)"
+echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${load:+; under load: stress-ng --cpu $(nproc)})"

@@ -34,6 +34,7 @@ blk_backing=                       # the --backing directory, empty for a tmpfs
 blk_dev=                           # the device the last blk_* setup function made
 blk_ck_volumes=()                  # "BINARY NAME" of every cryptkeep volume opened
 blk_qsd_pids=()                    # qemu-storage-daemon processes started
+blk_load_pids=()                   # CPU load started by blk_load_start
 blk_loops=()                       # loop devices attached (not cryptkeep's own)
 
 blk_log() { echo "$blk_name: $*" >&2; }
@@ -81,6 +82,8 @@ blk_cleanup() {
   set +e
   [ -n "$blk_w" ] && [ -d "$blk_w" ] || return $rc
   local m fstype v bin name dev file pid i
+  # 0. the CPU load, so the clean-up runs at full speed
+  blk_load_stop
   # 1. file systems mounted on the test devices (not the FUSE mounts under the devices)
   for m in $(blk_mounts_under_work); do
     fstype=$(findmnt -n -o FSTYPE --mountpoint "$m")
@@ -135,15 +138,35 @@ blk_attach() {
   fi && blk_loops+=("$blk_dev")
 }
 
+# blk_allocate FILE: allocates every block of FILE (its size unchanged, its content zeros
+# where it had none), so the first timed write does not pay for the backing store's block
+# allocation (tmpfs pages, ext4 extents) and later runs do not skip it.
+blk_allocate() { fallocate -l "$(stat -c %s "$1")" "$1" 2>/dev/null || true; }
+
+# blk_load_start: with BLK_LOAD=cpu, one busy process per CPU (stress-ng --cpu, at the
+# default priority) for the rest of the run: storage on a machine that is busy with other
+# work. blk_load_stop ends it (the clean-up does too).
+blk_load_start() {
+  [ "${BLK_LOAD:-}" = cpu ] || return 0
+  stress-ng --cpu "$(nproc)" --cpu-method matrixprod --quiet 3>&- &
+  blk_load_pids+=($!)
+}
+blk_load_stop() {
+  local pid
+  for pid in "${blk_load_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  blk_load_pids=()
+}
+
 # blk_plain_loop NAME SIZE_MiB
 blk_plain_loop() {
   mkdir -p "$blk_store/$1" && truncate -s "$2M" "$blk_store/$1/file" &&
-    blk_attach "$blk_store/$1/file"
+    blk_allocate "$blk_store/$1/file" && blk_attach "$blk_store/$1/file"
 }
 
 # blk_bindfs NAME SIZE_MiB
 blk_bindfs() {
   mkdir -p "$blk_store/$1" "$blk_w/$1" && truncate -s "$2M" "$blk_store/$1/file" &&
+    blk_allocate "$blk_store/$1/file" &&
     bindfs --multithreaded "$blk_store/$1" "$blk_w/$1" 3>&- && blk_attach "$blk_w/$1/file"
 }
 
@@ -160,7 +183,7 @@ blk_gocryptfs() {
 blk_cryptkeep_format() {
   local image=$1 size=$2 pass=$3; shift 3
   "$blk_ck" format "$image" --size $((size + 16))M --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
-    --key-file "$pass" --batch-mode "$@" >/dev/null
+    --key-file "$pass" --batch-mode "$@" >/dev/null && blk_allocate "$image"
 }
 
 # blk_cryptkeep_open IMAGE NAME PASSFILE [OPEN_ARGS...] (BIN=another cryptkeep binary)

@@ -211,6 +211,21 @@ pub trait Ops: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
 
+    /// Answers a READ of up to `size` bytes of handle `fh` at `off` by
+    /// handing the bytes to `send` from wherever they were decrypted, with
+    /// no copy into the transport's buffer; `send` is called at most once,
+    /// and not on error. `None` (the default): this file system has no
+    /// such path for the request, and the transport calls [`Ops::read`].
+    fn read_borrowed(
+        &self,
+        fh: u64,
+        off: u64,
+        size: usize,
+        send: &mut dyn FnMut(&[u8]),
+    ) -> Option<R<()>> {
+        None
+    }
+
     /// Writes `data` at `off` of handle `fh` (`kill_suidgid`: clear the
     /// set-id bits first); answers how many bytes.
     fn write(&self, fh: u64, off: u64, data: &[u8], kill_suidgid: bool) -> R<u32> {

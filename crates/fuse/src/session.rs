@@ -298,10 +298,30 @@ impl<F: Ops> Filesystem for Session<F> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        crate::read_buf::with(size as usize, |buf| match self.fs.read(fh.0, offset, buf) {
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(e),
-        })
+        let mut reply = Some(reply);
+        let mut send = |data: &[u8]| {
+            if let Some(r) = reply.take() {
+                r.data(data)
+            }
+        };
+        match self
+            .fs
+            .read_borrowed(fh.0, offset, size as usize, &mut send)
+        {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                if let Some(r) = reply.take() {
+                    r.error(e)
+                }
+            }
+            None => {
+                let Some(reply) = reply.take() else { return };
+                crate::read_buf::with(size as usize, |buf| match self.fs.read(fh.0, offset, buf) {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(e),
+                })
+            }
+        }
     }
 
     fn write(

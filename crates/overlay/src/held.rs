@@ -106,7 +106,8 @@ impl KeyHolder for HeldKeys {
 mod tests {
     use super::*;
     use crate::config::InitOptions;
-    use crate::{CipherDir, DirIv, FileHeader};
+    use crate::error::Result;
+    use crate::{CipherDir, DirIv, FileHeader, FileId};
     use std::sync::Arc;
 
     fn setup(opts: InitOptions) -> (CipherDir, CipherDir) {
@@ -126,6 +127,71 @@ mod tests {
             Arc::new(HeldKeys::derive(&mk, &cfg, Backend::default()).unwrap());
         let held = CipherDir::with_key_holder(root, cfg, holder).unwrap();
         (local, held)
+    }
+
+    /// Counts the name requests a holder gets.
+    struct Counting(HeldKeys, std::sync::atomic::AtomicUsize);
+
+    impl KeyHolder for Counting {
+        fn seal_blocks(&self, f: u64, id: Option<&FileId>, p: &[u8], o: &mut [u8]) -> Result<()> {
+            self.0.seal_blocks(f, id, p, o)
+        }
+        fn open_blocks(
+            &self,
+            f: u64,
+            id: Option<&FileId>,
+            c: &[u8],
+            o: &mut [u8],
+        ) -> Result<usize> {
+            self.0.open_blocks(f, id, c, o)
+        }
+        fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.eme(encrypt, tweak, data)
+        }
+    }
+
+    /// A name encrypted or listed once costs no second request to the
+    /// holder, and what the cache answers is what the holder would.
+    #[test]
+    fn names_seen_once_cost_one_request() {
+        let mk = MasterKey::random().unwrap();
+        let cfg = Config::create(
+            &InitOptions {
+                scrypt_log_n: 10,
+                ..InitOptions::default()
+            },
+            &mk,
+            b"pw",
+        )
+        .unwrap();
+        let keys = HeldKeys::derive(&mk, &cfg, Backend::default()).unwrap();
+        let counting = Arc::new(Counting(keys, Default::default()));
+        let holder: Arc<dyn KeyHolder> = counting.clone();
+        let root = std::path::Path::new("/nonexistent");
+        let held = CipherDir::with_key_holder(root, cfg.clone(), holder).unwrap();
+        let local = CipherDir::from_parts(root, cfg, &mk, Backend::default()).unwrap();
+        let calls = || counting.1.load(std::sync::atomic::Ordering::Relaxed);
+        let iv = DirIv([3u8; 16]);
+        // Looked up, then created: one request.
+        let a = held.names().encrypt_name(b"new file", &iv).unwrap();
+        assert_eq!(held.names().encrypt_name(b"new file", &iv).unwrap(), a);
+        assert_eq!(calls(), 1);
+        assert_eq!(local.names().encrypt_name(b"new file", &iv).unwrap(), a);
+        // Another directory is another name.
+        let other = held
+            .names()
+            .encrypt_name(b"new file", &DirIv([4u8; 16]))
+            .unwrap();
+        assert_ne!(other, a);
+        assert_eq!(calls(), 2);
+        // Listed (decrypted), then removed (encrypted): one request.
+        let listed = local.names().encrypt_name(b"old file", &iv).unwrap();
+        let names = held.names().decrypt_names(&[listed.as_str()], &iv);
+        assert_eq!(names[0].as_ref().unwrap(), b"old file");
+        let before = calls();
+        assert_eq!(held.names().encrypt_name(b"old file", &iv).unwrap(), listed);
+        assert_eq!(calls(), before);
     }
 
     /// What the held ciphers write, the in-process ciphers read, and the

@@ -26,6 +26,7 @@ pub mod held;
 pub mod holder;
 pub mod kdf;
 pub mod keys;
+mod name_cache;
 pub mod names;
 pub mod reverse;
 mod stream;

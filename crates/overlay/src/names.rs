@@ -10,6 +10,7 @@ use crate::config::{Config, NameMode};
 use crate::error::{Error, Result};
 use crate::flags::FeatureFlag;
 use crate::held::KeyHolder;
+use crate::name_cache::NameCache;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 use cryptkeep_crypto::eme::Eme;
@@ -91,6 +92,9 @@ pub fn check_plain_name(name: &[u8]) -> Result<()> {
 /// Encrypts and decrypts names for one file system.
 pub struct NameCipher {
     eme: NameEngine,
+    /// Names already encrypted or decrypted, when the key is with a holder
+    /// (each request to it is a round trip to another process).
+    cache: Option<NameCache>,
     mode: NameMode,
     raw64: bool,
     long_name_max: usize,
@@ -130,6 +134,7 @@ impl NameCipher {
 
     fn with_engine(cfg: &Config, eme: NameEngine) -> NameCipher {
         NameCipher {
+            cache: matches!(eme, NameEngine::Held(_)).then(NameCache::default),
             eme,
             mode: cfg.name_mode(),
             raw64: cfg.has(FeatureFlag::Raw64),
@@ -176,19 +181,35 @@ impl NameCipher {
 
     /// EME-encrypts `plain` under `iv` without validity checks or hashing.
     fn encrypt_raw(&self, plain: &[u8], iv: &[u8; 16]) -> Result<String> {
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.get(iv, plain)) {
+            return Ok(hit);
+        }
         let pad = 16 - plain.len() % 16;
         let mut buf = Vec::with_capacity(plain.len() + pad);
         buf.extend_from_slice(plain);
         buf.resize(plain.len() + pad, pad as u8);
         self.eme_apply(true, iv, &mut buf)?;
-        Ok(self.b64_encode(&buf))
+        let cipher = self.b64_encode(&buf);
+        self.remember(iv, plain, &cipher);
+        Ok(cipher)
     }
 
     /// Decodes, EME-decrypts and unpads `cipher` under `iv`.
     fn decrypt_raw(&self, cipher: &str, iv: &[u8; 16]) -> Result<Vec<u8>> {
         let mut bin = self.decode_raw(cipher)?;
         self.eme_apply(false, iv, &mut bin)?;
-        unpad(cipher, bin)
+        let plain = unpad(cipher, bin)?;
+        self.remember(iv, &plain, cipher);
+        Ok(plain)
+    }
+
+    /// Puts a pair in the cache, if there is one. Only pairs the cipher
+    /// made or checked arrive here: decoding is canonical and the padding
+    /// strict, so `plain` encrypts back to exactly `cipher`.
+    fn remember(&self, iv: &[u8; 16], plain: &[u8], cipher: &str) {
+        if let Some(c) = &self.cache {
+            c.put(iv, plain, cipher);
+        }
     }
 
     /// The EME ciphertext of `cipher`: base64url-decoded, whole blocks.
@@ -279,7 +300,11 @@ impl NameCipher {
         ciphers
             .iter()
             .zip(decoded)
-            .map(|(c, d)| valid_plain(c, unpad(c, d?)?))
+            .map(|(c, d)| {
+                let plain = unpad(c, d?)?;
+                self.remember(&iv.0, &plain, c);
+                valid_plain(c, plain)
+            })
             .collect()
     }
 

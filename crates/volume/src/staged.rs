@@ -18,14 +18,13 @@ impl Engine {
 
     /// Reads the `span` bytes of whole sectors starting at `first` into a
     /// staging lease, decrypts them there (keeping all-zero sectors as zeros
-    /// when holes read as zeros) and copies bytes `skip..skip + out.len()`
-    /// of them to `out`.
+    /// when holes read as zeros) and hands the plaintext to `take` while the
+    /// lease is held.
     pub(crate) fn read_staged(
         &self,
         first: u64,
         span: usize,
-        skip: usize,
-        out: &mut [u8],
+        take: &mut dyn FnMut(&[u8]),
     ) -> Result<(), Error> {
         let pos = self.data_offset + first * self.sector_size as u64;
         self.crypt.with_staging(&mut |st: &mut dyn Staging| {
@@ -35,7 +34,7 @@ impl Engine {
             } else {
                 st.decrypt(first, 0..span)?;
             }
-            out.copy_from_slice(&st.buf()[skip..skip + out.len()]);
+            take(&st.buf()[..span]);
             Ok(())
         })
     }

@@ -126,6 +126,20 @@ impl<S: BlockStore> Ops for BlockFs<S> {
         self.read_data(off, out)
     }
 
+    fn read_borrowed(
+        &self,
+        fh: u64,
+        off: u64,
+        size: usize,
+        send: &mut dyn FnMut(&[u8]),
+    ) -> Option<R<()>> {
+        if fh != FILE {
+            return Some(Err(Errno::EISDIR));
+        }
+        super::flusher::mark_thread();
+        self.engine.read_borrowed(off, size, send)
+    }
+
     fn write(&self, fh: u64, off: u64, data: &[u8], _kill_suidgid: bool) -> R<u32> {
         if fh != FILE {
             return Err(Errno::EISDIR);

@@ -18,6 +18,19 @@ pub trait BlockStore: Send + Sync + 'static {
     fn read_only(&self) -> bool;
     /// Reads `buf.len()` bytes at `offset`; short only at the end.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize>;
+    /// Reads up to `size` bytes at `offset` and hands them to `send` from
+    /// where they were decrypted (the keep's shared slot), with no copy;
+    /// `None` (the default) when the store has no such path for the
+    /// request and [`BlockStore::read_at`] must serve it.
+    fn read_borrowed(
+        &self,
+        offset: u64,
+        size: usize,
+        send: &mut dyn FnMut(&[u8]),
+    ) -> Option<R<()>> {
+        let _ = (offset, size, send);
+        None
+    }
     /// Writes `data` at `offset`; answers the bytes written.
     fn write_at(&self, data: &[u8], offset: u64) -> R<usize>;
     /// Makes completed writes durable.
@@ -61,6 +74,14 @@ impl BlockStore for Engine {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize> {
         Engine::read_at(self, buf, offset).map_err(|e| errno_of(&e))
+    }
+    fn read_borrowed(
+        &self,
+        offset: u64,
+        size: usize,
+        send: &mut dyn FnMut(&[u8]),
+    ) -> Option<R<()>> {
+        Engine::read_borrowed(self, offset, size, send).map(|r| r.map_err(|e| errno_of(&e)))
     }
     fn write_at(&self, data: &[u8], offset: u64) -> R<usize> {
         Engine::write_at(self, data, offset).map_err(|e| errno_of(&e))

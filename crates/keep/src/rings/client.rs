@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::arena::Arena;
 use super::entry::{read_cqe, write_sqe, Submission};
 use super::futex;
+use super::spin::SpinBudget;
 use crate::proto::{op_name, status_text, STATUS_OK, STATUS_SHUTDOWN};
 use crate::{control, Error};
 
@@ -33,7 +34,8 @@ fn spin_window() -> Duration {
     Duration::from_micros(us)
 }
 
-/// How long a caller waits awake after waking a sleeping worker.
+/// The longest a caller waits awake after waking a sleeping worker; how
+/// long it really does follows its recent waits (`spin.rs`).
 const WAKE_SPIN: Duration = Duration::from_micros(200);
 
 /// Busy-polling without yielding lasts this long.
@@ -46,6 +48,8 @@ struct QueueState {
     next_tag: u64,
     /// The last submission had to wake a sleeping worker.
     woke_worker: bool,
+    /// How long to wait awake for an answer after waking a worker.
+    after_wake: SpinBudget,
 }
 
 /// The I/O process's handle on a keep's arena.
@@ -68,6 +72,7 @@ impl Client {
     pub fn connect(arena_fd: OwnedFd, peer: OwnedFd) -> Result<Client, Error> {
         let arena = Arena::from_fd(arena_fd)?;
         let n = arena.config().queues;
+        let spin = spin_window();
         let queues = (0..n)
             .map(|q| {
                 let off = arena.queue_off(q);
@@ -76,6 +81,7 @@ impl Client {
                     cq_head: arena.word(off + 192).load(Ordering::SeqCst),
                     next_tag: 1,
                     woke_worker: false,
+                    after_wake: SpinBudget::new(HOT_SPIN, spin.max(WAKE_SPIN)),
                 })
             })
             .collect();
@@ -84,7 +90,7 @@ impl Client {
             peer,
             queues,
             gone: AtomicBool::new(false),
-            spin: spin_window(),
+            spin,
         })
     }
 
@@ -244,12 +250,17 @@ impl Client {
     ) -> Result<super::entry::Completion, Error> {
         let a = &self.arena;
         let off = a.queue_off(q);
-        let budget = if std::mem::take(&mut st.woke_worker) {
-            self.spin.max(WAKE_SPIN)
+        if std::mem::take(&mut st.woke_worker) {
+            let budget = st.after_wake.get();
+            let (waited, slept) = self.wait_completion(q, st, budget)?;
+            if slept {
+                st.after_wake.missed(waited);
+            } else {
+                st.after_wake.caught(waited);
+            }
         } else {
-            self.spin
-        };
-        self.wait_completion(q, st, budget)?;
+            self.wait_completion(q, st, self.spin)?;
+        }
         // SAFETY: masked into queue q's completion ring.
         let c = unsafe { read_cqe(a.cqe(q, st.cq_head)) };
         st.cq_head = st.cq_head.wrapping_add(1);
@@ -264,8 +275,15 @@ impl Client {
         Ok(c)
     }
 
-    /// Waits until queue `q`'s completion ring has an entry for us.
-    fn wait_completion(&self, q: usize, st: &QueueState, budget: Duration) -> Result<(), Error> {
+    /// Waits until queue `q`'s completion ring has an entry for us, awake
+    /// for up to `budget`, then asleep; answers how long it waited and
+    /// whether it slept.
+    fn wait_completion(
+        &self,
+        q: usize,
+        st: &QueueState,
+        budget: Duration,
+    ) -> Result<(Duration, bool), Error> {
         let a = &self.arena;
         let tail = a.word(a.queue_off(q) + 128);
         let waiting = a.word(a.queue_off(q) + 256);
@@ -286,6 +304,7 @@ impl Client {
             }
             std::hint::spin_loop();
         }
+        let slept = !ready();
         while !ready() {
             let seen = tail.load(Ordering::SeqCst);
             waiting.store(1, Ordering::SeqCst);
@@ -297,7 +316,7 @@ impl Client {
                 self.check_gone()?;
             }
         }
-        Ok(())
+        Ok((start.elapsed(), slept))
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::arena::Arena;
 use super::entry::{read_sqe, write_cqe, Completion, Submission};
 use super::futex;
+use super::spin::SpinBudget;
 use crate::proto::{STATUS_BAD_DESCRIPTOR, STATUS_OK, STATUS_SHUTDOWN};
 use crate::Error;
 
@@ -29,10 +30,12 @@ pub trait Handler: Send + Sync {
     fn handle(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32>;
 }
 
-/// How long a worker keeps polling after its last request before it
+/// The longest a worker keeps polling after its last request before it
 /// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default 50 µs); past
-/// the first microseconds it yields the CPU between polls, so it costs
-/// nothing when another thread wants the core.
+/// the first microseconds it yields the CPU between polls. How long it
+/// really polls follows how soon requests have been coming (`spin.rs`):
+/// on a busy machine, or between a file system's sparse requests, it
+/// sleeps at once rather than take the CPU from the thread it waits for.
 fn spin_window() -> Duration {
     let us = std::env::var("CRYPTKEEP_KEEP_SPIN_US")
         .ok()
@@ -169,12 +172,29 @@ impl Worker {
         }
     }
 
+    /// Serves until `stop`. Between requests the worker polls for up to
+    /// its spin budget (at most `spin`; see `spin.rs`), yielding the CPU
+    /// past the first microseconds, then sleeps on its doorbell.
     fn run(mut self, stop: &AtomicBool, spin: Duration) {
+        let mut budget = SpinBudget::new(super::client::HOT_SPIN * 4, spin);
         let mut last_work = Instant::now();
+        let mut slept = false;
         let mut polls = 0u32;
         while !stop.load(Ordering::Relaxed) {
             if self.pass() {
+                let gap = last_work.elapsed();
+                if slept {
+                    budget.missed(gap);
+                } else {
+                    budget.caught(gap);
+                }
+                slept = false;
                 last_work = Instant::now();
+                continue;
+            }
+            if slept {
+                // Woken with nothing to do (a timeout): sleep again.
+                self.sleep(stop);
                 continue;
             }
             polls = polls.wrapping_add(1);
@@ -183,14 +203,14 @@ impl Worker {
                 continue;
             }
             let idle = last_work.elapsed();
-            if idle < spin {
+            if idle < budget.get() {
                 if idle > super::client::HOT_SPIN * 4 {
                     std::thread::yield_now();
                 }
                 continue;
             }
             self.sleep(stop);
-            last_work = Instant::now();
+            slept = true;
         }
     }
 

@@ -140,8 +140,38 @@ fn same_writes_same_ciphertext(sector_size: usize) {
                 other[..len] == model[off..off + len],
                 "plain read {i} differs"
             );
+            // The borrowed read hands out the same bytes from the lease,
+            // or declines (requests larger than a lease).
+            let mut got = None;
+            let r = staged.read_borrowed(off as u64, len, &mut |b| got = Some(b.to_vec()));
+            match r {
+                Some(r) => {
+                    r.unwrap();
+                    assert!(
+                        got.as_deref() == Some(&model[off..off + len]),
+                        "borrowed read {i} differs"
+                    );
+                }
+                None => assert!(
+                    len + 2 * sector_size > LEASE,
+                    "borrowed read {i} of {len} declined"
+                ),
+            }
         }
     }
+    // At the end of the volume: nothing; across it: the bytes up to it.
+    let mut got = None;
+    let end = g.data_size;
+    staged
+        .read_borrowed(end, 10, &mut |b| got = Some(b.len()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, Some(0));
+    staged
+        .read_borrowed(end - 100, 4096, &mut |b| got = Some(b.len()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, Some(100));
     plain.flush().unwrap();
     staged.flush().unwrap();
     assert!(
