@@ -44,6 +44,7 @@ pub mod overlay_keys;
 pub mod proto;
 pub mod rings;
 pub mod sandbox;
+pub mod sched;
 pub mod secret_heap;
 pub mod secret_mem;
 pub mod server;

@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use crate::keep::send_ready;
 use crate::sandbox;
+use crate::sched::WorkerSched;
 use crate::shm::{self, Arena, ArenaConfig, Handler};
 use crate::{control, Error};
 
 /// How a keep serves.
 pub struct ServiceOptions {
-    /// Worker threads (normally the number of CPUs).
+    /// Worker threads (the number of CPUs, or `CRYPTKEEP_KEEP_WORKERS`).
     pub workers: usize,
     /// Arena geometry.
     pub arena: ArenaConfig,
@@ -36,9 +37,11 @@ pub const SELFTEST_ENV: &str = "CRYPTKEEP_KEEP_SELFTEST";
 impl Default for ServiceOptions {
     fn default() -> Self {
         ServiceOptions {
-            workers: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
+            workers: workers_from_env().unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(2)
+            }),
             arena: ArenaConfig::default(),
             facts: Vec::new(),
             selftest_forbidden_syscall: std::env::var(SELFTEST_ENV).as_deref()
@@ -46,6 +49,14 @@ impl Default for ServiceOptions {
             verbose: true,
         }
     }
+}
+
+/// `CRYPTKEEP_KEEP_WORKERS`: the number of worker threads (1 to 64), if set.
+fn workers_from_env() -> Option<usize> {
+    std::env::var("CRYPTKEEP_KEEP_WORKERS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| (1..=64).contains(n))
 }
 
 /// Serves `handler` to the peer on `control` until it goes away. Returns
@@ -59,7 +70,17 @@ pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) ->
     // count): each worker drops its own instead, then this thread. seccomp
     // is synchronised to every thread after.
     let landlock = sandbox::landlock::restrict_all()?;
-    let init: shm::ThreadInit = Arc::new(sandbox::drop_capabilities);
+    // Scheduling first: a nice value below 0 needs CAP_SYS_NICE.
+    let sched = WorkerSched::from_env();
+    let verbose = opts.verbose;
+    let init: shm::ThreadInit = Arc::new(move || {
+        if let Err(e) = sched.apply_to_this_thread() {
+            if verbose {
+                eprintln!("cryptkeep keep: {e}; the worker keeps the default scheduling");
+            }
+        }
+        sandbox::drop_capabilities()
+    });
     let server = shm::serve_with(arena.clone(), handler, opts.workers.max(1), init)?;
     sandbox::drop_capabilities()?;
     let keep_fds = [2, control.as_raw_fd(), arena.fd().as_raw_fd()];
