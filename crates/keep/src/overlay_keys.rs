@@ -187,6 +187,80 @@ impl KeyHolder for KeepKeyHolder {
         Ok(pos)
     }
 
+    fn read_open_max(&self) -> usize {
+        self.blocks_per_request * (PLAIN_BS + self.overhead)
+    }
+
+    fn read_and_open(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        clen: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> Result<usize, OverlayError>,
+        out: &mut [u8],
+    ) -> Result<usize, OverlayError> {
+        if clen > self.read_open_max() {
+            return Err(OverlayError::InvalidArgument(format!(
+                "{clen} bytes of ciphertext do not fit one request"
+            )));
+        }
+        let head = overlay_header(file_id);
+        let h = head.len();
+        // What went wrong on this side (the read, the answer's size) travels
+        // out of the lease as it is.
+        let mut local: Option<OverlayError> = None;
+        let mut answered = 0;
+        let mut got = 0;
+        let r = self.keep.with_slot(&mut |slot| {
+            let b = slot.buf();
+            got = match read(&mut b[h..h + clen]) {
+                Ok(n) => n.min(clen),
+                Err(e) => {
+                    local = Some(e);
+                    return Ok(());
+                }
+            };
+            if got == 0 {
+                return Ok(());
+            }
+            b[..h].copy_from_slice(&head);
+            let cbs = PLAIN_BS + self.overhead;
+            let room = got / cbs * PLAIN_BS + (got % cbs).saturating_sub(self.overhead);
+            if room > out.len() {
+                local = Some(OverlayError::InvalidArgument(format!(
+                    "{}-byte buffer for {got} bytes of ciphertext",
+                    out.len()
+                )));
+                return Ok(());
+            }
+            let in_len = h + got;
+            let n = slot.call_cap(OP_OVERLAY_OPEN, first_block, 0, in_len.max(room), in_len)?;
+            if n > room {
+                local = Some(OverlayError::KeyHolder(format!(
+                    "the keep answered {n} bytes for {got} bytes of ciphertext"
+                )));
+                return Ok(());
+            }
+            out[..n].copy_from_slice(&slot.buf()[..n]);
+            answered = n;
+            Ok(())
+        });
+        if let Some(e) = local {
+            return Err(e);
+        }
+        match r {
+            Ok(()) => Ok(answered),
+            Err(Error::Refused { status, .. }) if status == STATUS_FAILED => {
+                // Which block: read the ciphertext again (the slot now holds
+                // whatever the keep left) and try block by block.
+                let mut c = vec![0u8; got];
+                let again = read(&mut c)?.min(got);
+                Err(self.failing_block(first_block, &head, &c[..again]))
+            }
+            Err(e) => Err(holder_err(e)),
+        }
+    }
+
     fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<(), OverlayError> {
         let op = if encrypt {
             OP_NAME_ENCRYPT

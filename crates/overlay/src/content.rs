@@ -375,6 +375,71 @@ impl ContentCipher {
         self.open_run(first_block, Some(file_id), ciphertext, out)
     }
 
+    /// With a key holder that reads into its own buffer: opens the blocks
+    /// of the `clen` ciphertext bytes starting at block `first_block`,
+    /// which `read(buf, at)` reads (`at`: the byte offset into those
+    /// `clen`), straight in the holder's buffer; large runs in two halves
+    /// on two threads, as [`ContentCipher::decrypt_blocks_into`]. `None`
+    /// when the blocks are opened here, or a piece would not fit the
+    /// holder's buffer: the caller then reads and decrypts as usual.
+    pub fn read_and_open(
+        &self,
+        first_block: u64,
+        file_id: &FileId,
+        clen: usize,
+        read: &(dyn Fn(&mut [u8], usize) -> Result<usize> + Sync),
+        out: &mut [u8],
+    ) -> Option<Result<usize>> {
+        let Engine::Held(h) = &self.engine else {
+            return None;
+        };
+        let cbs = self.cipher_bs();
+        let nblocks = clen.div_ceil(cbs);
+        if out.len() < nblocks * PLAIN_BS {
+            return Some(Err(short_buf(nblocks * PLAIN_BS)));
+        }
+        let max = h.read_open_max();
+        let piece = |b0: usize, c: usize, o: &mut [u8]| {
+            let at = b0 * cbs;
+            h.read_and_open(
+                first_block + b0 as u64,
+                Some(file_id),
+                c,
+                &mut |buf: &mut [u8]| read(buf, at),
+                o,
+            )
+        };
+        if nblocks >= PARALLEL_MIN_BLOCKS && parallel() {
+            let half = nblocks / 2;
+            let (c1, c2) = (half * cbs, clen - half * cbs);
+            if c1.max(c2) > max {
+                return None;
+            }
+            let (o1, o2) = out.split_at_mut(half * PLAIN_BS);
+            let (r1, r2) = std::thread::scope(|s| {
+                let t = s.spawn(|| piece(0, c1, o1));
+                let r2 = piece(half, c2, o2);
+                (t.join(), r2)
+            });
+            let n1 = match r1 {
+                Ok(r) => r,
+                Err(_) => Err(Error::InvalidArgument("decryption thread panicked".into())),
+            };
+            return Some(n1.and_then(|n1| {
+                // A short first half (the file ended in it) ends the run.
+                if n1 < half * PLAIN_BS {
+                    Ok(n1)
+                } else {
+                    Ok(n1 + r2?)
+                }
+            }));
+        }
+        if clen > max {
+            return None;
+        }
+        Some(piece(0, clen, out))
+    }
+
     /// Opens a run of blocks into `out`: here block by block, or with the
     /// key holder in one request.
     pub(crate) fn open_run(

@@ -257,6 +257,13 @@ impl CipherFile {
                     return r.map_err(|e| e.at(&self.path));
                 }
             }
+            let read_at = |buf: &mut [u8], at: usize| {
+                read_full(&self.file, buf, coff + at as u64)
+                    .map_err(|e| Error::io("read", &self.path, e))
+            };
+            if let Some(r) = c.read_and_open(first, &h.id, clen, &read_at, out) {
+                return r.map_err(|e| e.at(&self.path));
+            }
             let cbuf = grown(cbuf, clen);
             let got =
                 read_full(&self.file, cbuf, coff).map_err(|e| Error::io("read", &self.path, e))?;

@@ -32,6 +32,32 @@ pub trait KeyHolder: Send + Sync {
         out: &mut [u8],
     ) -> Result<usize>;
 
+    /// The most ciphertext bytes [`KeyHolder::read_and_open`] takes in one
+    /// call; 0 (the default) when the holder has no buffer of its own to
+    /// read into.
+    fn read_open_max(&self) -> usize {
+        0
+    }
+
+    /// Opens consecutive cipher blocks that `read` puts straight into the
+    /// holder's own buffer (the keep's shared slot): `read` gets room for
+    /// `clen` bytes (at most [`KeyHolder::read_open_max`]) and answers how
+    /// many it filled (fewer at the end of the file). One copy fewer than
+    /// reading the ciphertext first and handing it to
+    /// [`KeyHolder::open_blocks`], which the default does.
+    fn read_and_open(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        clen: usize,
+        read: &mut dyn FnMut(&mut [u8]) -> Result<usize>,
+        out: &mut [u8],
+    ) -> Result<usize> {
+        let mut c = vec![0u8; clen];
+        let got = read(&mut c)?;
+        self.open_blocks(first_block, file_id, &c[..got.min(clen)], out)
+    }
+
     /// EME-encrypts (`encrypt`) or decrypts `data` (1 to 128 whole 16-byte
     /// blocks) in place under `tweak` with the name key.
     fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()>;

@@ -5,7 +5,6 @@
 //! status, never a panic.
 
 use cryptkeep_overlay::{FileId, HeldKeys, KeyHolder};
-use zeroize::Zeroizing;
 
 use crate::proto::*;
 
@@ -58,27 +57,15 @@ fn handle_op(
     match op {
         OP_OVERLAY_SEAL | OP_OVERLAY_OPEN => {
             let id = header(&buf[..in_len])?;
-            let input = Zeroizing::new(buf[OVERLAY_HEADER_LEN..in_len].to_vec());
-            if input.is_empty() {
+            if in_len == OVERLAY_HEADER_LEN {
                 return Err(STATUS_BAD_DESCRIPTOR);
             }
-            let c = keys.content();
-            if op == OP_OVERLAY_SEAL {
-                let blocks = input.len().div_ceil(cryptkeep_overlay::PLAIN_BS);
-                let n = input.len() + blocks * c.block_overhead();
-                let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
-                keys.seal_blocks(arg, id.as_ref(), &input, out)
-                    .map(|_| n)
-                    .map_err(|_| STATUS_FAILED)
-            } else {
-                let n = c.open_room(input.len());
-                let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
-                keys.open_blocks(arg, id.as_ref(), &input, out)
-                    .map_err(|_| {
-                        out.fill(0);
-                        STATUS_FAILED
-                    })
-            }
+            INPUT.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                scratch.clear();
+                scratch.extend_from_slice(&buf[OVERLAY_HEADER_LEN..in_len]);
+                content_op(keys, op, arg, id.as_ref(), &scratch, buf)
+            })
         }
         OP_NAME_ENCRYPT | OP_NAME_DECRYPT => {
             if in_len < 16 + 16 || !(in_len - 16).is_multiple_of(16) {
@@ -96,6 +83,43 @@ fn handle_op(
             names(keys, op == OP_NAMES_ENCRYPT, &mut buf[..in_len])
         }
         _ => Err(STATUS_UNSUPPORTED),
+    }
+}
+
+thread_local! {
+    /// Each worker's copy of a content request's input, reused from one
+    /// request to the next (a fresh megabyte per request cost an
+    /// allocation and a wipe as long as the AEAD itself). It holds
+    /// ciphertext, or plaintext the I/O process sent: nothing it does not
+    /// have; the secret heap wipes it when the worker ends.
+    static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`OP_OVERLAY_SEAL`] / [`OP_OVERLAY_OPEN`] of `input` (a private copy of
+/// the request's blocks) into `buf`, the request's slot range.
+fn content_op(
+    keys: &HeldKeys,
+    op: u32,
+    arg: u64,
+    id: Option<&FileId>,
+    input: &[u8],
+    buf: &mut [u8],
+) -> Result<usize, u32> {
+    let c = keys.content();
+    if op == OP_OVERLAY_SEAL {
+        let blocks = input.len().div_ceil(cryptkeep_overlay::PLAIN_BS);
+        let n = input.len() + blocks * c.block_overhead();
+        let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
+        keys.seal_blocks(arg, id, input, out)
+            .map(|_| n)
+            .map_err(|_| STATUS_FAILED)
+    } else {
+        let n = c.open_room(input.len());
+        let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
+        keys.open_blocks(arg, id, input, out).map_err(|_| {
+            out.fill(0);
+            STATUS_FAILED
+        })
     }
 }
 

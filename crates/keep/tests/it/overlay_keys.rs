@@ -167,6 +167,70 @@ fn keep_held_keys_agree_with_local_keys_and_split_long_runs() {
     }
 }
 
+/// Ciphertext read straight into the keep's slot opens as the in-process
+/// cipher opens it, in one request per piece; a run too large for a slot
+/// is declined (the caller reads it as usual); a tampered block is named;
+/// a read that comes up short (the file ended) opens what it read.
+#[test]
+fn ciphertext_read_into_the_slot_opens() {
+    let (local, held, keep) = setup(InitOptions::default(), 64 << 10);
+    let id = FileHeader::random().unwrap().id;
+    let cbs = held.content().cipher_bs();
+    let plain: Vec<u8> = (0..12 * 4096 - 5).map(|i| (i * 11 % 253) as u8).collect();
+    let ct = local.content().encrypt_blocks(4, &id, &plain).unwrap();
+    let reader = |src: Vec<u8>| {
+        move |buf: &mut [u8], at: usize| -> Result<usize, OverlayError> {
+            let n = buf.len().min(src.len().saturating_sub(at));
+            buf[..n].copy_from_slice(&src[at..at + n]);
+            Ok(n)
+        }
+    };
+    let mut out = vec![0u8; 12 * 4096];
+    let before = keep.requests.load(std::sync::atomic::Ordering::Relaxed);
+    let r = held
+        .content()
+        .read_and_open(4, &id, ct.len(), &reader(ct.clone()), &mut out)
+        .expect("12 blocks fit a 64 KiB slot");
+    assert_eq!(r.unwrap(), plain.len());
+    assert_eq!(out[..plain.len()], plain[..]);
+    assert_eq!(
+        keep.requests.load(std::sync::atomic::Ordering::Relaxed),
+        before + 1
+    );
+    // The in-process cipher has no slot: declined.
+    assert!(local
+        .content()
+        .read_and_open(4, &id, ct.len(), &reader(ct.clone()), &mut out)
+        .is_none());
+    // Larger than a slot: declined.
+    let big: Vec<u8> = vec![7u8; 40 * 4096];
+    let big_ct = local.content().encrypt_blocks(0, &id, &big).unwrap();
+    let mut big_out = vec![0u8; big.len()];
+    assert!(held
+        .content()
+        .read_and_open(0, &id, big_ct.len(), &reader(big_ct.clone()), &mut big_out)
+        .is_none());
+    // Tampered: the block is named.
+    let mut bad = ct.clone();
+    bad[9 * cbs + 50] ^= 1;
+    match held
+        .content()
+        .read_and_open(4, &id, bad.len(), &reader(bad), &mut out)
+        .unwrap()
+    {
+        Err(OverlayError::Auth { block, .. }) => assert_eq!(block, Some(13)),
+        other => panic!("tampered block 13 gave {other:?}"),
+    }
+    // Short: the file has 3 blocks where 12 were expected.
+    let short = ct[..3 * cbs].to_vec();
+    let r = held
+        .content()
+        .read_and_open(4, &id, ct.len(), &reader(short), &mut out)
+        .unwrap();
+    assert_eq!(r.unwrap(), 3 * 4096);
+    assert_eq!(out[..3 * 4096], plain[..3 * 4096]);
+}
+
 #[test]
 fn a_listings_names_go_to_the_keep_together() {
     let (local, held, keep) = setup(InitOptions::default(), 16 << 10);
