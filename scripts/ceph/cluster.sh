@@ -98,6 +98,9 @@ mgr initial modules = iostat
 [client]
 # The daemons keep their own keyrings in their data dirs.
 keyring = $D/keyring
+# Many clients at once (rbd, qemu-nbd, ceph): no admin socket, one shared log.
+admin socket =
+log file = $D/log/client.log
 EOF
 }
 
