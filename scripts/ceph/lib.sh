@@ -77,3 +77,36 @@ ceph_osd_blocks() { ls "${CEPH_DIR:?}"/osd.*/block; }
 # AES-XTS (librbd refuses aes-cbc-essiv and other ciphers: "encryption load
 # fail: Operation not supported"), 4096-byte sectors. PBKDF2 or Argon2 both load.
 CEPH_LUKS2_OPTS=(--type luks2 --cipher aes-xts-plain64 --sector-size 4096)
+
+# ceph_osds_holding STRING: how many OSD block files hold STRING. Reads only the
+# files' data extents (SEEK_DATA/SEEK_HOLE): the files are sparse and mostly holes.
+ceph_osds_holding() {
+  python3 - "$1" $(ceph_osd_blocks) <<'PY'
+import os, sys
+needle = sys.argv[1].encode()
+n = 0
+for path in sys.argv[2:]:
+    fd = os.open(path, os.O_RDONLY)
+    end = os.fstat(fd).st_size
+    off, hit = 0, False
+    while off < end and not hit:
+        try:
+            off = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError:
+            break
+        stop = os.lseek(fd, off, os.SEEK_HOLE)
+        tail = b""
+        while off < stop:
+            buf = os.pread(fd, min(8 << 20, stop - off), off)
+            if not buf:
+                break
+            if needle in tail + buf:
+                hit = True
+                break
+            tail = buf[-len(needle):]
+            off += len(buf)
+    os.close(fd)
+    n += hit
+print(n)
+PY
+}

@@ -128,16 +128,10 @@ step "c) control: a marker written to an unencrypted image is on the OSDs"
 ceph_rbd create rbd/plain --size 16M
 mkdata "$W/c.data" 8 "$MARK_PLAIN"
 qemu-img convert -n -f raw "$W/c.data" --target-image-opts "$(ceph_image_opts plain)"
-rm -f "$W"/*.data.tmp
-found() { # found MARKER: how many OSD block files hold MARKER
-  local n=0 f
-  for f in $(ceph_osd_blocks); do grep -qaF "$1" "$f" && n=$((n + 1)); done
-  echo "$n"
-}
-n=$(found "$MARK_PLAIN")
+n=$(ceph_osds_holding "$MARK_PLAIN")
 [ "$n" = 3 ] || fail "the control marker is on $n of 3 OSDs (size-3 pool): the scan does not work"
 step "c) the marker written through the encrypted paths is on none"
-n=$(found "$MARK_ENC")
+n=$(ceph_osds_holding "$MARK_ENC")
 [ "$n" = 0 ] || fail "plaintext written through LUKS2 found on $n OSD block files"
 
 # ---------------------------------------------------------------- d) an OSD stops during writes
@@ -186,7 +180,7 @@ if "$CK" open --help 2>/dev/null | grep -q 'nbd+unix'; then
   qemu-img convert --object "secret,id=s0,file=$W/pass" --image-opts "$(ceph_image_opts ckvol s0)" -O raw "$W/e.plain"
   e2fsck -fn "$W/e.plain" >/dev/null || fail "librbd's view of the cryptkeep volume is not a clean ext4"
   rm -f "$W/e.plain"
-  n=$(found "$MARK_ENC")
+  n=$(ceph_osds_holding "$MARK_ENC")
   [ "$n" = 0 ] || fail "plaintext written through cryptkeep over NBD found on $n OSD block files"
 else
   echo "skip e): this cryptkeep does not open nbd+unix:// URIs yet (the NBD client)"
