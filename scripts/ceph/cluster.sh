@@ -117,7 +117,8 @@ start_mgr() {
 }
 start_osd() {
   pid_alive "$D/run/osd.$1.pid" && return 0
-  ceph-osd -c "$D/ceph.conf" -i "$1"
+  # Their stderr before they detach ("Falling back to public interface", ...) goes to the log dir.
+  ceph-osd -c "$D/ceph.conf" -i "$1" 2>>"$D/log/osd.$1.stderr"
 }
 
 create() {

@@ -19,8 +19,8 @@ CEPH_POOL=${CEPH_POOL:-rbd}
 
 ceph_cluster() { "$CEPH_LIB_HOME/cluster.sh" "$@"; }
 ceph_cli() { timeout 60 ceph -c "${CEPH_DIR:?}/ceph.conf" --connect-timeout 30 "$@"; }
-# rbd against the cluster; progress bars off (rbd prints them to stderr).
-ceph_rbd() { rbd -c "${CEPH_DIR:?}/ceph.conf" --no-progress "$@"; }
+# rbd against the cluster (import/export: add --no-progress).
+ceph_rbd() { rbd -c "${CEPH_DIR:?}/ceph.conf" "$@"; }
 
 # ceph_image_opts IMAGE [SECRET_ID]: qemu's --image-opts for POOL/IMAGE; with
 # SECRET_ID (a qemu `--object secret,id=SECRET_ID,file=PASSFILE`), librbd's

@@ -10,8 +10,8 @@
 #     written by it, exported again and read by cryptkeep;
 #  c) the OSDs' block files hold no plaintext marker written through the
 #     encrypted path (and do hold one written through an unencrypted image);
-#  d) one OSD stops during writes through the encrypted path and comes back;
-#     the data verifies after recovery;
+#  d) one OSD stops during writes through the encrypted path (librbd LUKS2 via
+#     qemu-nbd) and comes back while they go on; the data verifies, also after recovery;
 #  e) when cryptkeep opens nbd+unix:// URIs (the NBD client), a volume whose
 #     ciphertext is an RBD image behind qemu-nbd: format, open, mkfs.ext4,
 #     a tree, close, reopen, verify.
@@ -54,7 +54,7 @@ MARK_ENC="CRYPTKEEP-CEPH-PLAINTEXT-MARKER-$$-$RANDOM"
 MARK_PLAIN="CRYPTKEEP-CEPH-CONTROL-MARKER-$$-$RANDOM"
 mkdata() { # mkdata FILE MiB MARKER
   head -c "$(($2 * 1048576))" /dev/urandom > "$1"
-  local blk; blk=$(yes "$3" | head -c 4096)
+  local blk; blk=$(perl -e 'print substr(($ARGV[0] . "\n") x 4096, 0, 4096)' "$3")
   for o in 1 100 1000 2047; do printf '%s' "$blk" | dd of="$1" bs=4096 seek="$o" conv=notrunc status=none; done
 }
 
@@ -77,7 +77,7 @@ qemu-img info --object "secret,id=s0,file=$W/pass" --image-opts "$(ceph_image_op
 grep -q 'virtual size: 32 MiB' "$W/a.info" || { cat "$W/a.info"; fail "librbd's LUKS2 image of 48 MiB should show 32 MiB of data (data at 16 MiB)"; }
 
 step "a) rbd export; cryptsetup and cryptkeep read librbd's header"
-ceph_rbd export rbd/from-rbd "$W/a.img"
+ceph_rbd export --no-progress rbd/from-rbd "$W/a.img"
 cryptsetup luksDump "$W/a.img" > "$W/a.csdump"
 grep -Eq 'offset: *16777216' "$W/a.csdump" || { cat "$W/a.csdump"; fail "librbd's data offset is not 16 MiB"; }
 grep -Eq 'sector: *4096' "$W/a.csdump" || fail "librbd's sector size is not 4096"
@@ -103,7 +103,7 @@ for sector in 4096 512; do
   dev=$("$CK" open "$W/b.img" from-ck --key-file "$W/pass")
   dd if="$W/b.data" of="$dev" bs=1M oflag=direct status=none
   "$CK" close from-ck
-  ceph_rbd import "$W/b.img" "rbd/$img"
+  ceph_rbd import --no-progress "$W/b.img" "rbd/$img"
   rm -f "$W/b.img"
 
   step "b) qemu's rbd driver (librbd LUKS2) reads it equal, writes 4 MiB at 20 MiB"
@@ -115,7 +115,7 @@ for sector in 4096 512; do
     -c "write -s $W/b.more $((20 * 1048576)) 4M" >/dev/null || fail "qemu-io write through librbd failed"
 
   step "b) rbd export; cryptkeep reads what librbd wrote"
-  ceph_rbd export "rbd/$img" "$W/b2.img"
+  ceph_rbd export --no-progress "rbd/$img" "$W/b2.img"
   dev=$("$CK" open "$W/b2.img" from-ck --key-file "$W/pass" --read-only)
   dd if="$dev" of="$W/b.back" bs=1M skip=20 count=4 iflag=direct status=none
   cmp "$W/b.more" "$W/b.back" || fail "cryptkeep reads other bytes than librbd wrote ($sector-byte sectors)"
@@ -135,23 +135,42 @@ n=$(ceph_osds_holding "$MARK_ENC")
 [ "$n" = 0 ] || fail "plaintext written through LUKS2 found on $n OSD block files"
 
 # ---------------------------------------------------------------- d) an OSD stops during writes
-step "d) write 64 MiB through librbd's LUKS2 (qemu-nbd); stop osd.2 midway; restart it"
+step "d) write 64 MiB through librbd's LUKS2 (qemu-nbd) in 16 chunks; osd.2 stops during chunks 4-7, is down for 8-11, restarts during 12-15"
 ceph_rbd create rbd/degraded --size 96M
 ceph_rbd_luks_format degraded "$W/pass"
 uri=$(ceph_nbd_export degraded "$W/deg.sock" "$W/pass")
 head -c 64M /dev/urandom > "$W/d.data"
-nbdcopy --flush "$W/d.data" "$uri" & bg=$!
-sleep 2
+# The writer signals d.atN when it reaches chunk N; it waits at chunk 8 for d.down
+# (osd.2 is down) and at chunk 14 for d.up (osd.2 was started).
+writer() {
+  local i t
+  for i in $(seq 0 15); do
+    touch "$W/d.at$i"
+    for w in "8 d.down" "14 d.up"; do
+      set -- $w
+      if [ "$i" = "$1" ]; then t=0; until [ -e "$W/$2" ]; do sleep 0.1; t=$((t + 1)); [ $t -lt 1200 ] || return 1; done; fi
+    done
+    dd if="$W/d.data" of="$W/d.chunk" bs=4M skip="$i" count=1 status=none
+    qemu-io -f raw "$uri" -c "write -s $W/d.chunk $((i * 4194304)) 4M" -c flush >/dev/null || { echo "chunk $i failed" >&2; return 1; }
+  done
+}
+at() { local t=0; until [ -e "$W/d.at$1" ]; do sleep 0.05; t=$((t + 1)); [ $t -lt 2400 ] || fail "writer stuck before chunk $1"; kill -0 "$bg" 2>/dev/null || fail "writer ended before chunk $1"; done; }
+writer & bg=$!
+at 4
 ceph_cluster osd-stop "$CEPH_DIR" 2
-kill -0 "$bg" 2>/dev/null && echo "osd.2 stopped while the copy was running" || echo "note: the copy ended before osd.2 stopped"
-wait "$bg" || fail "nbdcopy failed with osd.2 down (min_size 2 should keep the pool writable)"
-bg=
-ceph_cli -s | grep -E 'osd:|degraded' || true
-nbdcopy "$uri" "$W/d.back" && cmp -n $((64 * 1048576)) "$W/d.back" "$W/d.data" || fail "data read back with osd.2 down differs"
+echo "osd.2 stopped; writer at chunk $(($(ls "$W" | grep -c '^d\.at') - 1))"
+touch "$W/d.down"
+at 12
+ceph_cli -s | grep -E 'osd:|degraded|undersized' || true
 ceph_cluster osd-start "$CEPH_DIR" 2
+echo "osd.2 started; writer at chunk $(($(ls "$W" | grep -c '^d\.at') - 1))"
+touch "$W/d.up"
+wait "$bg" || fail "writes failed while osd.2 was down or recovering (min_size 2 should keep the pool writable)"
+bg=
+nbdcopy "$uri" "$W/d.back" && cmp -n $((64 * 1048576)) "$W/d.back" "$W/d.data" || fail "data read back during recovery differs"
 t1=$SECONDS
 CEPH_WAIT=120 ceph_cluster wait "$CEPH_DIR" || fail "no HEALTH_OK after osd.2 came back"
-echo "recovered in $((SECONDS - t1))s"
+echo "HEALTH_OK again $((SECONDS - t1))s after the writes ended"
 rm -f "$W/d.back"
 nbdcopy "$uri" "$W/d.back" && cmp -n $((64 * 1048576)) "$W/d.back" "$W/d.data" || fail "data read back after recovery differs"
 ceph_nbd_unexport "$W/deg.sock"
