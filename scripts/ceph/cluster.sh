@@ -246,7 +246,7 @@ case "$cmd" in
       start_mgr
       for f in "$D"/osd.*; do [ -d "$f" ] && start_osd "${f##*.}"; done
     else
-      [ -z "$(ls -A "$D")" ] || die "$D is not empty and holds no cluster (no $D/.created): give an empty or new directory"
+      [ -z "$(ls -A "$D")" ] || die "$D is not empty and holds no cluster (no $D/.created; a failed first start leaves it so: cluster.sh destroy $D): give an empty or new directory"
       trap 'rc=$?; [ $rc = 0 ] || { say "start failed; stopping what was started"; stop; }' EXIT
       create
     fi

@@ -37,7 +37,9 @@ ceph_image_opts() {
 # and prints its URI nbd+unix:///IMAGE?socket=SOCK. With PASSFILE, librbd
 # decrypts (LUKS2 made by `rbd encryption format` or compatible) and the export
 # is the plaintext. Discards reach RBD (--discard=unmap); qemu-nbd serves up to
-# 4 clients at once and keeps serving after they disconnect (--persistent).
+# 8 connections at once and keeps serving after they disconnect (--persistent).
+# It does not advertise multi-conn, but all its connections share one librbd
+# image (and cache), so a client's connections see each other's writes.
 # CEPH_NBD_CACHE: qemu's cache mode (writeback: librbd's cache; none: no cache).
 ceph_nbd_export() {
   local image=$1 sock=$2 pass=${3:-} obj=()
@@ -49,7 +51,7 @@ ceph_nbd_export() {
     opts=$(ceph_image_opts "$image")
   fi
   rm -f "$sock" "$sock.pid"
-  qemu-nbd --fork --persistent --shared=4 --pid-file="$sock.pid" --socket="$sock" \
+  qemu-nbd --fork --persistent --shared=8 --pid-file="$sock.pid" --socket="$sock" \
     --export-name="$image" --discard=unmap --cache="${CEPH_NBD_CACHE:-writeback}" \
     "${obj[@]}" --image-opts "$opts" || { echo "ceph_nbd_export: qemu-nbd failed for $CEPH_POOL/$image" >&2; return 1; }
   echo "nbd+unix:///$image?socket=$sock"

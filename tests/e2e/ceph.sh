@@ -187,10 +187,16 @@ if "$CK" open --help 2>/dev/null | grep -q 'nbd+unix'; then
   mkfs.ext4 -q -F "$dev"
   "$CK" close ckvol
   "$CK" open "$uri" ckvol --key-file "$W/pass" --mount "$W/mnt" >/dev/null
-  make_tree "$W/mnt/tree" 500 7
+  make_tree "$W/mnt/tree" 300 7
+  step "e) osd.1 down while more of the tree is written through cryptkeep, then back"
+  ceph_cluster osd-stop "$CEPH_DIR" 1
+  make_tree "$W/mnt/tree2" 300 8
   printf '%s\n' "$MARK_ENC" > "$W/mnt/marker.txt"
+  sync
+  ceph_cluster osd-start "$CEPH_DIR" 1
   manifest "$W/mnt" "$W/e.manifest"
   "$CK" close ckvol
+  CEPH_WAIT=120 ceph_cluster wait "$CEPH_DIR" || fail "no HEALTH_OK after osd.1 came back"
   step "e) reopen, verify; librbd opens the same image (LUKS2) and sees ext4"
   "$CK" open "$uri" ckvol --key-file "$W/pass" --mount "$W/mnt" >/dev/null
   (cd "$W/mnt" && sha256sum -c --quiet "$W/e.manifest") || fail "manifest mismatch after reopen over NBD+RBD"
