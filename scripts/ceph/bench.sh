@@ -81,7 +81,7 @@ uri=$(ceph_nbd_export bench-luks "$W/luks.sock" "$W/pass")
 nbd_rw "qemu-nbd, rbd + librbd LUKS2 (aes-xts-plain64, 4096-byte sectors)" "$uri" "nbdcopy, $RUNS runs of $MIB MiB, median"
 ceph_nbd_unexport "$W/luks.sock"
 
-if [ -x "$CK" ] && "$CK" open --help 2>/dev/null | grep -q 'nbd+unix'; then
+if [ -x "$CK" ] && [[ "$("$CK" open --help 2>/dev/null)" == *"nbd+unix"* ]]; then
   ceph_rbd create rbd/bench-ck --size "$size"
   uri=$(ceph_nbd_export bench-ck "$W/ck.sock")
   "$CK" format "$uri" "${CEPH_LUKS2_OPTS[@]}" --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --key-file "$W/pass" --batch-mode </dev/null >/dev/null

@@ -177,7 +177,7 @@ ceph_nbd_unexport "$W/deg.sock"
 ceph_cli osd pool scrub rbd >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- e) cryptkeep over qemu-nbd + rbd
-if "$CK" open --help 2>/dev/null | grep -q 'nbd+unix'; then
+if [[ "$("$CK" open --help 2>/dev/null)" == *"nbd+unix"* ]]; then
   step "e) cryptkeep volume whose ciphertext is the RBD image (qemu-nbd): format, open, mkfs.ext4, tree"
   ceph_rbd create rbd/ckvol --size 256M
   uri=$(ceph_nbd_export ckvol "$W/ck.sock")
