@@ -68,6 +68,8 @@ admin socket = $D/run/\$name.asok
 pid file = $D/run/\$name.pid
 log file = $D/log/\$name.log
 crash dir = $D/crash
+# The mon's cluster and audit logs too (default: /var/log/ceph/).
+mon cluster log file = $D/log/\$cluster.\$channel.log
 mon data = $D/mon.\$id
 mgr data = $D/mgr.\$id
 osd data = $D/osd.\$id
