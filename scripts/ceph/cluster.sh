@@ -237,7 +237,11 @@ stop() {
 
 cmd=${1:-}; D=${2:-}
 [ -n "$cmd" ] && [ -n "$D" ] || { sed -n '2,20p' "$0" >&2; exit 2; }
-mkdir -p "$D"; D=$(cd "$D" && pwd)
+if [ "$cmd" = start ]; then mkdir -p "$D"; fi
+if [ ! -d "$D" ]; then
+  case "$cmd" in stop|destroy) exit 0;; *) die "$D: no such directory";; esac
+fi
+D=$(cd "$D" && pwd)
 case "$cmd" in
   start)
     need
