@@ -263,7 +263,9 @@ case "$cmd" in
     ;;
   stop) stop ;;
   destroy) stop; rm -rf "$D" ;;
-  status) c -s; health_ok ;;
+  status)
+    mon_running || { say "not running (no live ceph-mon for $D)"; exit 1; }
+    c -s; health_ok ;;
   wait) wait_healthy ;;
   osd-stop)
     f="$D/run/osd.${3:?osd id}.pid"
