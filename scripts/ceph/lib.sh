@@ -75,6 +75,20 @@ ceph_rbd_luks_format() { ceph_rbd encryption format "$CEPH_POOL/$1" luks2 "$2"; 
 # ceph_osd_blocks: the OSDs' BlueStore block files (to scan for plaintext).
 ceph_osd_blocks() { ls "${CEPH_DIR:?}"/osd.*/block; }
 
+# ceph_ck_open IMAGE NAME [cryptkeep open options...]: exports POOL/IMAGE with
+# qemu-nbd on $CEPH_SOCK_DIR/IMAGE.sock (default: CEPH_DIR/run) and opens it with
+# cryptkeep (CK, default cryptkeep) as NAME; prints what `cryptkeep open` prints
+# (the loop device). Needs a cryptkeep that opens nbd+unix:// URIs.
+ceph_ck_open() {
+  local image=$1 name=$2 uri; shift 2
+  uri=$(ceph_nbd_export "$image" "${CEPH_SOCK_DIR:-$CEPH_DIR/run}/$image.sock") || return 1
+  "${CK:-cryptkeep}" open "$uri" "$name" "$@" || { ceph_nbd_unexport "${CEPH_SOCK_DIR:-$CEPH_DIR/run}/$image.sock"; return 1; }
+}
+# ceph_ck_close IMAGE NAME: closes the cryptkeep volume NAME, then its qemu-nbd.
+ceph_ck_close() {
+  "${CK:-cryptkeep}" close "$2" && ceph_nbd_unexport "${CEPH_SOCK_DIR:-$CEPH_DIR/run}/$1.sock"
+}
+
 # Format options for `cryptkeep format` that librbd's LUKS2 (Ceph 16.2) opens:
 # AES-XTS (librbd refuses aes-cbc-essiv and other ciphers: "encryption load
 # fail: Operation not supported"), 4096-byte sectors. PBKDF2 or Argon2 both load.
