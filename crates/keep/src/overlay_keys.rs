@@ -187,6 +187,61 @@ impl KeyHolder for KeepKeyHolder {
         Ok(pos)
     }
 
+    fn seal_max(&self, prefix_len: usize) -> usize {
+        // The sealed blocks (each PLAIN_BS + overhead) after the prefix, in
+        // one slot; the request header sits where the output starts.
+        let room = self
+            .keep
+            .slot_len()
+            .saturating_sub(prefix_len + OVERLAY_HEADER_LEN);
+        room / (PLAIN_BS + self.overhead) * PLAIN_BS
+    }
+
+    fn seal_and_write(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        prefix: &[u8],
+        plaintext: &[u8],
+        write: &mut dyn FnMut(&[u8]) -> Result<(), OverlayError>,
+    ) -> Result<(), OverlayError> {
+        let blocks = plaintext.len().div_ceil(PLAIN_BS);
+        if blocks == 0 || plaintext.len() > self.seal_max(prefix.len()) {
+            return Err(OverlayError::InvalidArgument(format!(
+                "{} bytes of plaintext after a {}-byte prefix do not fit one request",
+                plaintext.len(),
+                prefix.len()
+            )));
+        }
+        let head = overlay_header(file_id);
+        let (p, h) = (prefix.len(), head.len());
+        let sealed = plaintext.len() + blocks * self.overhead;
+        let mut local: Option<OverlayError> = None;
+        let r = self.keep.with_slot(&mut |slot| {
+            let b = slot.buf();
+            b[..p].copy_from_slice(prefix);
+            b[p..p + h].copy_from_slice(&head);
+            b[p + h..p + h + plaintext.len()].copy_from_slice(plaintext);
+            let in_len = h + plaintext.len();
+            let n = slot.call_cap(OP_OVERLAY_SEAL, first_block, p, in_len.max(sealed), in_len)?;
+            if n != sealed {
+                local = Some(OverlayError::KeyHolder(format!(
+                    "the keep sealed {} plaintext bytes into {n} bytes, expected {sealed}",
+                    plaintext.len()
+                )));
+                return Ok(());
+            }
+            if let Err(e) = write(&slot.buf()[..p + n]) {
+                local = Some(e);
+            }
+            Ok(())
+        });
+        if let Some(e) = local {
+            return Err(e);
+        }
+        r.map_err(holder_err)
+    }
+
     fn read_open_max(&self) -> usize {
         self.blocks_per_request * (PLAIN_BS + self.overhead)
     }

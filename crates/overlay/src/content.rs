@@ -440,6 +440,64 @@ impl ContentCipher {
         Some(piece(0, clen, out))
     }
 
+    /// With a key holder that seals in its own buffer: seals `plaintext`
+    /// (consecutive blocks from `first_block`, the last may be partial)
+    /// there and hands the bytes to `write(bytes, at)`, `at` their offset
+    /// from the start of `prefix`, which goes first: large runs in two
+    /// halves on two threads (two writes), as
+    /// [`ContentCipher::encrypt_blocks_into`]. `None` when the blocks are
+    /// sealed here, or a piece would not fit the holder's buffer: the
+    /// caller then seals into a buffer of its own.
+    pub fn seal_and_write(
+        &self,
+        first_block: u64,
+        file_id: &FileId,
+        prefix: &[u8],
+        plaintext: &[u8],
+        write: &(dyn Fn(&[u8], usize) -> Result<()> + Sync),
+    ) -> Option<Result<()>> {
+        let Engine::Held(h) = &self.engine else {
+            return None;
+        };
+        let nblocks = plaintext.len().div_ceil(PLAIN_BS);
+        if nblocks == 0 {
+            return None;
+        }
+        if nblocks >= PARALLEL_MIN_BLOCKS && parallel() {
+            let half = nblocks / 2;
+            let (p1, p2) = plaintext.split_at(half * PLAIN_BS);
+            if p1.len() > h.seal_max(prefix.len()) || p2.len() > h.seal_max(0) {
+                return None;
+            }
+            let at2 = prefix.len() + half * self.cipher_bs();
+            let (r1, r2) = std::thread::scope(|s| {
+                let t = s.spawn(|| {
+                    h.seal_and_write(first_block, Some(file_id), prefix, p1, &mut |b| write(b, 0))
+                });
+                let r2 = h.seal_and_write(
+                    first_block + half as u64,
+                    Some(file_id),
+                    &[],
+                    p2,
+                    &mut |b| write(b, at2),
+                );
+                (t.join(), r2)
+            });
+            let r1 = r1.unwrap_or_else(|_| {
+                Err(Error::InvalidArgument("encryption thread panicked".into()))
+            });
+            return Some(r1.and(r2));
+        }
+        if plaintext.len() > h.seal_max(prefix.len()) {
+            return None;
+        }
+        Some(
+            h.seal_and_write(first_block, Some(file_id), prefix, plaintext, &mut |b| {
+                write(b, 0)
+            }),
+        )
+    }
+
     /// Opens a run of blocks into `out`: here block by block, or with the
     /// key holder in one request.
     pub(crate) fn open_run(

@@ -167,16 +167,40 @@ impl CipherFile {
         };
         let hl = if with_header { HEADER_LEN } else { 0 };
         let nblocks = data.len().div_ceil(PLAIN_BS);
-        let mut cbuf = vec![0u8; hl + data.len() + nblocks * c.block_overhead()];
-        cbuf[..hl].copy_from_slice(&h.to_bytes()[..hl]);
-        c.encrypt_blocks_into(block, &h.id, data, &mut cbuf[hl..])?;
         let off = (HEADER_LEN - hl) as u64 + block * c.cipher_bs() as u64;
-        let end = off + cbuf.len() as u64;
+        let end = off + (hl + data.len() + nblocks * c.block_overhead()) as u64;
         let append = off >= *clen;
-        if !append {
-            self.reserve_range(off, end)?;
-        }
-        if let Err(e) = self.file.write_all_at(&cbuf, off) {
+        let header_bytes = h.to_bytes();
+        let prefix = &header_bytes[..hl];
+        let written = if c.is_held() {
+            // Sealed in the keep's slot and written from there.
+            if !append {
+                self.reserve_range(off, end)?;
+            }
+            let write_at = |bytes: &[u8], at: usize| {
+                self.file
+                    .write_all_at(bytes, off + at as u64)
+                    .map_err(|e| Error::io("write", &self.path, e))
+            };
+            c.seal_and_write(block, &h.id, prefix, data, &write_at)
+        } else {
+            None
+        };
+        let result = match written {
+            Some(r) => r,
+            None => {
+                let mut cbuf = vec![0u8; (end - off) as usize];
+                cbuf[..hl].copy_from_slice(prefix);
+                c.encrypt_blocks_into(block, &h.id, data, &mut cbuf[hl..])?;
+                if !append && !c.is_held() {
+                    self.reserve_range(off, end)?;
+                }
+                self.file
+                    .write_all_at(&cbuf, off)
+                    .map_err(|e| Error::io("write", &self.path, e))
+            }
+        };
+        if let Err(e) = result {
             if append {
                 // Whatever part of it landed goes again (a header written
                 // earlier stays).
@@ -187,7 +211,7 @@ impl CipherFile {
                 };
                 let _ = self.file.set_len(keep);
             }
-            return Err(Error::io("write", &self.path, e));
+            return Err(e);
         }
         if with_header {
             self.header = OnceLock::from(h);

@@ -58,6 +58,35 @@ pub trait KeyHolder: Send + Sync {
         self.open_blocks(first_block, file_id, &c[..got.min(clen)], out)
     }
 
+    /// The most plaintext bytes [`KeyHolder::seal_and_write`] takes in one
+    /// call, after a prefix of `prefix_len` bytes; 0 (the default) when
+    /// the holder has no buffer of its own to seal in.
+    fn seal_max(&self, prefix_len: usize) -> usize {
+        let _ = prefix_len;
+        0
+    }
+
+    /// Seals consecutive plaintext blocks (as [`KeyHolder::seal_blocks`],
+    /// at most [`KeyHolder::seal_max`] bytes) in the holder's own buffer
+    /// (the keep's shared slot), after `prefix`, and hands `prefix` and
+    /// the sealed blocks to `write` in one call, from there: one copy
+    /// fewer than sealing into the caller's buffer. A holder without such
+    /// a buffer (the default) refuses.
+    fn seal_and_write(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        prefix: &[u8],
+        plaintext: &[u8],
+        write: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let _ = (first_block, file_id, prefix, write);
+        Err(crate::error::Error::InvalidArgument(format!(
+            "this key holder has no buffer to seal {} bytes in",
+            plaintext.len()
+        )))
+    }
+
     /// EME-encrypts (`encrypt`) or decrypts `data` (1 to 128 whole 16-byte
     /// blocks) in place under `tweak` with the name key.
     fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()>;

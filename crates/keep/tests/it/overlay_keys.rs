@@ -231,6 +231,60 @@ fn ciphertext_read_into_the_slot_opens() {
     assert_eq!(out[..3 * 4096], plain[..3 * 4096]);
 }
 
+/// Blocks sealed in the keep's slot and written from there, after a
+/// prefix: what the in-process cipher opens, one write per piece (two for
+/// a run large enough to be split), each at its offset; a run too large
+/// for a slot is declined.
+#[test]
+fn blocks_sealed_in_the_slot_are_written_from_it() {
+    let (local, held, _) = setup(InitOptions::default(), 512 << 10);
+    let id = FileHeader::random().unwrap().id;
+    let cbs = held.content().cipher_bs();
+    for nblocks in [1usize, 5, 70] {
+        let plain: Vec<u8> = (0..nblocks * 4096 - 9)
+            .map(|i| (i * 7 % 241) as u8)
+            .collect();
+        let prefix = b"HEADER-BYTES";
+        let file = std::sync::Mutex::new(Vec::<u8>::new());
+        let writes = std::sync::atomic::AtomicUsize::new(0);
+        let write = |bytes: &[u8], at: usize| -> Result<(), OverlayError> {
+            let mut f = file.lock().unwrap();
+            if f.len() < at + bytes.len() {
+                f.resize(at + bytes.len(), 0);
+            }
+            f[at..at + bytes.len()].copy_from_slice(bytes);
+            writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        };
+        held.content()
+            .seal_and_write(2, &id, prefix, &plain, &write)
+            .expect("fits the slot")
+            .unwrap();
+        let f = file.into_inner().unwrap();
+        assert_eq!(&f[..prefix.len()], prefix);
+        assert_eq!(f.len(), prefix.len() + plain.len() + nblocks * (cbs - 4096));
+        let back = local
+            .content()
+            .decrypt_blocks(2, &id, &f[prefix.len()..])
+            .unwrap();
+        assert_eq!(back, plain, "{nblocks} blocks");
+        let n = writes.into_inner();
+        assert_eq!(n, if nblocks >= 64 { 2 } else { 1 }, "{nblocks} blocks");
+        // The in-process cipher seals into a buffer of the caller's.
+        assert!(local
+            .content()
+            .seal_and_write(2, &id, prefix, &plain, &|_, _| Ok(()))
+            .is_none());
+    }
+    // Larger than a slot: declined.
+    let (_, small, _) = setup(InitOptions::default(), 64 << 10);
+    let big = vec![1u8; 40 * 4096];
+    assert!(small
+        .content()
+        .seal_and_write(0, &id, &[], &big, &|_, _| Ok(()))
+        .is_none());
+}
+
 #[test]
 fn a_listings_names_go_to_the_keep_together() {
     let (local, held, keep) = setup(InitOptions::default(), 16 << 10);
