@@ -21,6 +21,9 @@
 //!   `--integrity`): sectors sealed with dm-crypt's per-sector AEAD, each
 //!   with its metadata tuple (tag, stored IV); [`AuthVolume`] serves such a
 //!   volume's data over its dm-integrity device.
+//! - [`BlockStore`] is what a transport (the FUSE block file, the NBD
+//!   server) serves: the engine, an authenticated volume, or any other
+//!   fixed-size store; [`BlockStore::extents`] answers its allocation map.
 //! - [`Error`] carries what failed and where; [`Error::errno`] gives the
 //!   errno for FUSE and NBD.
 
@@ -30,6 +33,7 @@ mod crypt;
 mod direct;
 mod engine;
 mod error;
+mod holes;
 mod inline;
 mod inline_auth;
 mod io;
@@ -41,6 +45,7 @@ mod pool;
 mod read;
 mod scratch;
 mod staged;
+mod store;
 mod write;
 
 pub use auth_crypt::{AuthCrypt, SectorFill};
@@ -51,3 +56,4 @@ pub use error::Error;
 pub use inline::{InlineCrypt, IV_SECTOR};
 pub use inline_auth::InlineAuthCrypt;
 pub use parallel::{ParallelConfig, Parallelism};
+pub use store::{unsupported, BlockStore, Extent};

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use cryptkeep_fuse::ops::{Errno, R};
 use cryptkeep_fuse::BlockStore;
 use cryptkeep_integrity::{
     read_superblock, BitmapOptions, Device, Error, Mode, TagHash, DEFAULT_BUFFER_SECTORS,
@@ -125,9 +124,13 @@ struct IntegrityStore {
 }
 
 impl IntegrityStore {
-    fn errno(&self, e: Error) -> Errno {
+    fn store_error(&self, e: Error) -> cryptkeep_volume::Error {
         match e {
-            Error::Io { source, .. } => Errno::from_i32(source.raw_os_error().unwrap_or(libc::EIO)),
+            Error::Io { source, .. } => cryptkeep_volume::Error::Io {
+                what: "integrity device I/O",
+                offset: 0,
+                source,
+            },
             Error::TagMismatch { sector } => {
                 // As the kernel logs "Checksum failed at sector".
                 eprintln!("cryptkeep: integrity tag mismatch at sector {sector}");
@@ -140,9 +143,9 @@ impl IntegrityStore {
                 if let Err(e) = state::save_integrity_counts(&self.name, &c) {
                     eprintln!("cryptkeep: {e}");
                 }
-                Errno::EIO
+                cryptkeep_volume::Error::Authentication { sector }
             }
-            _ => Errno::EIO,
+            e => cryptkeep_volume::Error::Integrity(e.to_string()),
         }
     }
 }
@@ -167,15 +170,19 @@ impl BlockStore for IntegrityStore {
     fn read_only(&self) -> bool {
         self.read_only
     }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> R<usize> {
-        self.dev.read_at(buf, offset).map_err(|e| self.errno(e))
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, cryptkeep_volume::Error> {
+        self.dev
+            .read_at(buf, offset)
+            .map_err(|e| self.store_error(e))
     }
-    fn write_at(&self, data: &[u8], offset: u64) -> R<usize> {
-        self.dev.write_at(data, offset).map_err(|e| self.errno(e))?;
+    fn write_at(&self, data: &[u8], offset: u64) -> Result<usize, cryptkeep_volume::Error> {
+        self.dev
+            .write_at(data, offset)
+            .map_err(|e| self.store_error(e))?;
         Ok(data.len())
     }
-    fn flush(&self) -> R<()> {
-        self.dev.flush().map_err(|e| self.errno(e))
+    fn flush(&self) -> Result<(), cryptkeep_volume::Error> {
+        self.dev.flush().map_err(|e| self.store_error(e))
     }
 }
 

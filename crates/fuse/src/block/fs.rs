@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::attr::{file_attr, root_attr, FILE, ROOT, TTL};
-use super::store::BlockStore;
+use super::store::{BlockStore, Errnos};
 use super::{BlockFileOptions, BlockFileTuning};
 use crate::ops::{DirSink, Errno, FileAttr, FileType, Ops, SetAttr, Statfs, Wants, R};
 
 /// The block file system: one store behind one file.
 pub(crate) struct BlockFs<S> {
-    pub(crate) engine: Arc<S>,
+    pub(crate) engine: Errnos<S>,
     pub(crate) read_only: bool,
     pub(crate) allow_discards: bool,
     file_name: OsString,
@@ -37,7 +37,7 @@ impl<S: BlockStore> BlockFs<S> {
             file_name: OsString::from(&opts.file_name),
             tuning,
             mounted_at: SystemTime::now(),
-            engine,
+            engine: Errnos(engine),
         }
     }
 

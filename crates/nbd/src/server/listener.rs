@@ -1,0 +1,301 @@
+//! Listening: [`Endpoint`]s, the accept loop with its connection cap, one
+//! thread per connection (negotiation, then transmission), and
+//! [`Server::stop`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cryptkeep_volume::BlockStore;
+
+use super::handshake::{negotiate, Outcome};
+use super::stream::Stream;
+use super::{transmission, Export, Limits, Shape};
+use crate::Error;
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A unix-domain socket at this path (created mode 0600, removed when
+    /// the server stops).
+    Unix(PathBuf),
+    /// A TCP address, `ADDR:PORT` (`[::1]:10809`, `0.0.0.0:10809`).
+    Tcp(String),
+}
+
+impl FromStr for Endpoint {
+    type Err = Error;
+    /// `unix:PATH` or `tcp:ADDR:PORT`.
+    fn from_str(s: &str) -> Result<Endpoint, Error> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err(Error::Endpoint(s.into()));
+            }
+            return Ok(Endpoint::Unix(PathBuf::from(p)));
+        }
+        if let Some(a) = s.strip_prefix("tcp:") {
+            let port_ok = a
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !port_ok {
+                return Err(Error::Endpoint(s.into()));
+            }
+            return Ok(Endpoint::Tcp(a.into()));
+        }
+        Err(Error::Endpoint(s.into()))
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+/// A bound listening socket.
+enum Listener {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+impl Listener {
+    fn bind(ep: &Endpoint) -> Result<Listener, Error> {
+        let what = format!("cannot listen on {ep}");
+        match ep {
+            Endpoint::Tcp(a) => TcpListener::bind(a.as_str())
+                .map(Listener::Tcp)
+                .map_err(|e| Error::io(what, e)),
+            Endpoint::Unix(p) => {
+                let l = match UnixListener::bind(p) {
+                    Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                        let stale = std::fs::symlink_metadata(p)
+                            .is_ok_and(|m| m.file_type().is_socket())
+                            && UnixStream::connect(p).is_err();
+                        if !stale {
+                            return Err(Error::InUse(p.display().to_string()));
+                        }
+                        std::fs::remove_file(p).map_err(|e| Error::io(what.clone(), e))?;
+                        UnixListener::bind(p)
+                    }
+                    r => r,
+                }
+                .map_err(|e| Error::io(what.clone(), e))?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| Error::io(what, e))?;
+                Ok(Listener::Unix(l, p.clone()))
+            }
+        }
+    }
+
+    fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+        }
+    }
+
+    /// Where a local client reaches it (the port chosen for `:0`).
+    fn local(&self) -> Endpoint {
+        match self {
+            Listener::Unix(_, p) => Endpoint::Unix(p.clone()),
+            Listener::Tcp(l) => match l.local_addr() {
+                Ok(a) => Endpoint::Tcp(a.to_string()),
+                Err(_) => Endpoint::Tcp(String::new()),
+            },
+        }
+    }
+}
+
+/// The live connections: handles to shut them down, and their count.
+#[derive(Default)]
+struct Conns {
+    open: Mutex<HashMap<u64, Stream>>,
+    gone: Condvar,
+    next: AtomicU64,
+}
+
+impl Conns {
+    /// Registers a connection unless `max` are open already.
+    fn admit(&self, s: &Stream, max: usize) -> Option<u64> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= max {
+            return None;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        open.insert(id, s.try_clone().ok()?);
+        Some(id)
+    }
+
+    fn leave(&self, id: u64) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.remove(&id);
+        self.gone.notify_all();
+    }
+
+    /// Shuts every connection down and waits until their threads are done.
+    fn close_all(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        for s in open.values() {
+            s.shutdown();
+        }
+        while !open.is_empty() {
+            let (g, _) = self
+                .gone
+                .wait_timeout(open, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner());
+            open = g;
+            for s in open.values() {
+                s.shutdown();
+            }
+        }
+    }
+}
+
+/// A running server: stop it with [`Server::stop`] (or by dropping it).
+pub struct Server {
+    local: Endpoint,
+    stopping: Arc<AtomicBool>,
+    conns: Arc<Conns>,
+    accept: Option<JoinHandle<()>>,
+}
+
+/// Serves `store` as `export` on `endpoint` from background threads.
+/// Fails if the endpoint cannot be bound (a unix socket path where another
+/// process listens is [`Error::InUse`]; a stale one is replaced).
+pub fn serve<S: BlockStore>(
+    endpoint: &Endpoint,
+    store: Arc<S>,
+    export: Export,
+    limits: Limits,
+) -> Result<Server, Error> {
+    let listener = Listener::bind(endpoint)?;
+    let local = listener.local();
+    let shape = Shape::of(&*store, export, limits);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let conns = Arc::new(Conns::default());
+    let (stop2, conns2) = (stopping.clone(), conns.clone());
+    let accept = std::thread::Builder::new()
+        .name("nbd-accept".into())
+        .spawn(move || accept_loop(listener, store, shape, stop2, conns2))
+        .map_err(|e| Error::io("cannot start the NBD accept thread", e))?;
+    Ok(Server {
+        local,
+        stopping,
+        conns,
+        accept: Some(accept),
+    })
+}
+
+fn accept_loop<S: BlockStore>(
+    listener: Listener,
+    store: Arc<S>,
+    shape: Shape,
+    stopping: Arc<AtomicBool>,
+    conns: Arc<Conns>,
+) {
+    loop {
+        let stream = match listener.accept() {
+            Ok(s) => s,
+            Err(_) if stopping.load(Ordering::SeqCst) => return,
+            Err(_) => {
+                // EMFILE and the like: let connections end, then retry.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(id) = conns.admit(&stream, shape.limits.max_connections) else {
+            continue;
+        };
+        let (store, shape, conns2) = (store.clone(), shape.clone(), conns.clone());
+        let spawned = std::thread::Builder::new()
+            .name("nbd-conn".into())
+            .spawn(move || {
+                serve_one(stream, store, shape);
+                conns2.leave(id);
+            });
+        if spawned.is_err() {
+            conns.leave(id);
+        }
+    }
+}
+
+/// One connection: negotiation under a timeout, then transmission.
+fn serve_one<S: BlockStore>(mut stream: Stream, store: Arc<S>, shape: Shape) {
+    let t = Some(shape.limits.handshake_timeout);
+    if stream.set_read_timeout(t).is_err() || stream.set_write_timeout(t).is_err() {
+        return;
+    }
+    match negotiate(&mut stream, &shape) {
+        Ok(Outcome::Transmission(sess)) => transmission::run(stream, store, shape, sess),
+        Ok(Outcome::Aborted) | Err(_) => stream.shutdown(),
+    }
+}
+
+impl Server {
+    /// Where the server listens (for TCP, with the port actually bound).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.local
+    }
+
+    /// Stops accepting, ends every connection (requests being run finish
+    /// first), and removes the unix socket.
+    pub fn stop(mut self) {
+        self.shut();
+    }
+
+    fn shut(&mut self) {
+        let Some(accept) = self.accept.take() else {
+            return;
+        };
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let _ = match &self.local {
+            Endpoint::Unix(p) => UnixStream::connect(p).map(drop),
+            Endpoint::Tcp(a) => wake_tcp(a),
+        };
+        let _ = accept.join();
+        self.conns.close_all();
+        if let Endpoint::Unix(p) = &self.local {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Connects to a TCP listener bound to `addr` (the wildcard address is
+/// reached through loopback).
+fn wake_tcp(addr: &str) -> io::Result<()> {
+    let mut a: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    if a.ip().is_unspecified() {
+        a.set_ip(match a {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    TcpStream::connect_timeout(&a, Duration::from_secs(1)).map(drop)
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}

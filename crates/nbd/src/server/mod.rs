@@ -1,0 +1,172 @@
+//! The NBD server: one export of a [`BlockStore`] over unix or TCP sockets,
+//! fixed newstyle negotiation only.
+//!
+//! - `listener.rs` accepts connections (at most [`Limits::max_connections`]
+//!   at once; more are closed at once) and stops the server;
+//! - `handshake.rs` runs the negotiation, `options.rs` parses option
+//!   payloads and `optreply.rs` builds the option replies;
+//! - `request.rs` parses and checks transmission requests,
+//!   `transmission.rs` runs them: one reader per connection, a small worker
+//!   pool, replies (`reply.rs`) serialized by a writer lock, and at most
+//!   [`Limits::in_flight_bytes`] of requests in flight per connection;
+//! - `budget.rs` is the in-flight byte budget.
+//!
+//! Every length from the wire is checked before anything is allocated: a
+//! hostile client can only end its own connection.
+
+mod budget;
+mod handshake;
+mod listener;
+mod options;
+mod optreply;
+mod reply;
+mod request;
+mod stream;
+mod transmission;
+
+use std::time::Duration;
+
+pub use cryptkeep_volume::BlockStore;
+pub use listener::{serve, Endpoint, Server};
+
+use crate::proto::tflag;
+
+/// What the server exports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Export {
+    /// The export's name (clients asking for `""`, the default export, get
+    /// it too).
+    pub name: String,
+    /// A human-readable description (`NBD_INFO_DESCRIPTION`), if any.
+    pub description: Option<String>,
+    /// Refuse writes (`EPERM`) even if the store takes them.
+    pub read_only: bool,
+    /// Pass `NBD_CMD_TRIM` to the store as a discard.
+    pub allow_trim: bool,
+}
+
+/// Bounds on what clients may ask of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Connections served at once; more are closed as soon as accepted.
+    pub max_connections: usize,
+    /// The largest read or write request (`NBD_INFO_BLOCK_SIZE` maximum).
+    pub max_block: u32,
+    /// The preferred block size advertised.
+    pub preferred_block: u32,
+    /// Bytes of requests (read replies and write payloads) in flight per
+    /// connection; the reader waits beyond it.
+    pub in_flight_bytes: usize,
+    /// Worker threads per connection.
+    pub workers: usize,
+    /// The largest option payload read; larger ones get `NBD_REP_ERR_TOO_BIG`.
+    pub max_option: u32,
+    /// Options per negotiation before the connection is closed.
+    pub max_options: u32,
+    /// How long the negotiation may wait on the client at each step.
+    pub handshake_timeout: Duration,
+    /// How long a reply may wait for the client to read it.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 32,
+            max_block: 32 << 20,
+            preferred_block: 4096,
+            in_flight_bytes: 64 << 20,
+            workers: 4,
+            max_option: 16 << 10,
+            max_options: 256,
+            handshake_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with `n` workers per connection (at least one).
+    pub fn with_workers(mut self, n: usize) -> Limits {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// These limits with at most `n` connections at once (at least one).
+    pub fn with_max_connections(mut self, n: usize) -> Limits {
+        self.max_connections = n.max(1);
+        self
+    }
+}
+
+/// What the negotiation settled for one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Session {
+    /// Structured replies were negotiated.
+    pub(crate) structured: bool,
+    /// `base:allocation` was selected (its context id is [`ALLOC_ID`]).
+    pub(crate) alloc: bool,
+}
+
+/// The metadata context id of `base:allocation`.
+pub(crate) const ALLOC_ID: u32 = 1;
+
+/// The export as the negotiation sees it: its configuration and its
+/// store's geometry.
+#[derive(Clone, Debug)]
+pub(crate) struct Shape {
+    pub(crate) export: Export,
+    pub(crate) size: u64,
+    pub(crate) min_block: u32,
+    pub(crate) read_only: bool,
+    pub(crate) limits: Limits,
+}
+
+impl Shape {
+    /// The shape of `store` exported as `export`.
+    pub(crate) fn of<S: BlockStore>(store: &S, export: Export, limits: Limits) -> Shape {
+        Shape {
+            read_only: export.read_only || store.read_only(),
+            size: store.size(),
+            min_block: store.block_size() as u32,
+            export,
+            limits,
+        }
+    }
+
+    /// Whether a client asking for `name` means this export.
+    pub(crate) fn matches(&self, name: &[u8]) -> bool {
+        name.is_empty() || name == self.export.name.as_bytes()
+    }
+
+    /// The transmission flags for a session.
+    pub(crate) fn tflags(&self, structured: bool) -> u16 {
+        let mut f = tflag::HAS_FLAGS
+            | tflag::SEND_FLUSH
+            | tflag::SEND_FUA
+            | tflag::SEND_WRITE_ZEROES
+            | tflag::SEND_CACHE
+            | tflag::CAN_MULTI_CONN;
+        if structured {
+            f |= tflag::SEND_DF;
+        }
+        if self.read_only {
+            f |= tflag::READ_ONLY;
+        } else if self.export.allow_trim {
+            f |= tflag::SEND_TRIM;
+        }
+        f
+    }
+
+    /// Preferred block size: at least the minimum.
+    pub(crate) fn preferred(&self) -> u32 {
+        self.limits.preferred_block.max(self.min_block)
+    }
+}
+
+#[cfg(test)]
+mod testutil;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+//! The transmission phase of one connection: the reader parses and checks
+//! requests and reads write payloads; workers run them on the store and
+//! send each reply whole under the writer lock, in any order (the cookie
+//! tells them apart).
+
+use std::io::{self, BufReader, Read, Write};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+
+use cryptkeep_volume::BlockStore;
+
+use crate::proto::{cmd, cmd_flag, err};
+
+use super::budget::Budget;
+use super::reply::{self, block_status, error_reply, read_buffer, seal_read, simple, wire_errno};
+use super::request::{check, Cmd, Header, HEADER};
+use super::stream::Stream;
+use super::{Session, Shape, ALLOC_ID};
+
+/// The smallest cost of a request against the in-flight budget, so a
+/// flood of zero-length requests is bounded too.
+const MIN_COST: usize = 4096;
+/// The cost of a block status request (its reply can carry thousands of
+/// extents).
+const STATUS_COST: usize = 64 << 10;
+
+/// One request for a worker.
+struct Job {
+    h: Header,
+    cmd: Cmd,
+    payload: Vec<u8>,
+    cost: usize,
+}
+
+/// What the workers of a connection share.
+struct Ctx<S> {
+    store: Arc<S>,
+    shape: Shape,
+    sess: Session,
+    writer: Mutex<Stream>,
+    budget: Budget,
+}
+
+impl<S: BlockStore> Ctx<S> {
+    /// Sends one reply; on failure the connection is shut down (the reader
+    /// then stops).
+    fn send(&self, bytes: &[u8]) {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.write_all(bytes).is_err() {
+            w.shutdown();
+        }
+    }
+
+    /// Runs one request and sends its reply.
+    fn run(&self, job: Job) {
+        let h = job.h;
+        let store = &*self.store;
+        let done = |r: Result<(), cryptkeep_volume::Error>| match r {
+            Ok(()) => simple(h.cookie, 0).to_vec(),
+            Err(e) => simple(h.cookie, wire_errno(e.errno())).to_vec(),
+        };
+        let fua = |r: Result<(), cryptkeep_volume::Error>| {
+            r.and_then(|()| {
+                if h.has(cmd_flag::FUA) {
+                    store.flush()
+                } else {
+                    Ok(())
+                }
+            })
+        };
+        let out = match job.cmd {
+            Cmd::Read => self.read(&h),
+            Cmd::Write => done(fua(store.write_at(&job.payload, h.offset).map(|_| ()))),
+            Cmd::Flush => done(store.flush()),
+            Cmd::Trim => done(fua(store.discard(h.offset, u64::from(h.len)))),
+            Cmd::WriteZeroes => done(fua(store.write_zeroes(h.offset, u64::from(h.len)))),
+            Cmd::Cache | Cmd::Disc => simple(h.cookie, 0).to_vec(),
+            Cmd::BlockStatus => self.status(&h),
+        };
+        drop(job.payload);
+        self.send(&out);
+        self.budget.give(job.cost);
+    }
+
+    /// A read: the data, decrypted into the reply buffer.
+    fn read(&self, h: &Header) -> Vec<u8> {
+        let structured = self.sess.structured;
+        let (mut buf, head) = read_buffer(structured, h.len as usize);
+        match self.store.read_at(&mut buf[head..], h.offset) {
+            Ok(n) => {
+                // Short only at the end, which the range check excludes;
+                // the rest of the buffer is zeros anyway.
+                let _ = n;
+                seal_read(&mut buf, structured, h.cookie, h.offset);
+                buf
+            }
+            Err(e) => error_reply(structured, h.cookie, wire_errno(e.errno())),
+        }
+    }
+
+    /// Block status: the store's allocation map of the range.
+    fn status(&self, h: &Header) -> Vec<u8> {
+        let len = u64::from(h.len).max(1).min(self.shape.size - h.offset);
+        if len == 0 {
+            return reply::structured_error(h.cookie, err::EINVAL);
+        }
+        match self.store.extents(h.offset, len) {
+            Ok(mut ext) if !ext.is_empty() => {
+                if h.has(cmd_flag::REQ_ONE) {
+                    ext.truncate(1);
+                }
+                block_status(h.cookie, ALLOC_ID, &ext)
+            }
+            Ok(_) => reply::structured_error(h.cookie, err::EIO),
+            Err(e) => reply::structured_error(h.cookie, wire_errno(e.errno())),
+        }
+    }
+}
+
+/// Takes jobs until the reader hangs up.
+fn work<S: BlockStore>(ctx: &Ctx<S>, jobs: &Mutex<Receiver<Job>>) {
+    loop {
+        let job = {
+            let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            rx.recv()
+        };
+        match job {
+            Ok(j) => ctx.run(j),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reads and drops `n` bytes of payload.
+fn drain(r: &mut impl Read, n: u64) -> io::Result<()> {
+    let copied = io::copy(&mut r.take(n), &mut io::sink())?;
+    if copied < n {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// Serves requests on `stream` until the client disconnects, sends
+/// `NBD_CMD_DISC` or breaks the protocol; requests already queued finish
+/// first.
+pub(crate) fn run<S: BlockStore>(stream: Stream, store: Arc<S>, shape: Shape, sess: Session) {
+    let writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(_) => return,
+    };
+    let _ = stream.set_read_timeout(None);
+    let _ = writer.set_write_timeout(Some(shape.limits.write_timeout));
+    let workers = shape.limits.workers.max(1);
+    let ctx = Arc::new(Ctx {
+        budget: Budget::new(shape.limits.in_flight_bytes),
+        store,
+        shape,
+        sess,
+        writer: Mutex::new(writer),
+    });
+    let (tx, rx) = mpsc::channel::<Job>();
+    let rx = Arc::new(Mutex::new(rx));
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let (ctx, rx) = (ctx.clone(), rx.clone());
+            std::thread::spawn(move || work(&ctx, &rx))
+        })
+        .collect();
+    let mut reader = BufReader::with_capacity(256 << 10, stream);
+    loop {
+        let mut hb = [0u8; HEADER];
+        if reader.read_exact(&mut hb).is_err() {
+            break;
+        }
+        let Some(h) = Header::parse(&hb) else {
+            break;
+        };
+        let cmd = match check(&h, &ctx.shape, &ctx.sess) {
+            Ok(Cmd::Disc) => break,
+            Ok(c) => c,
+            Err(e) => {
+                if drain(&mut reader, u64::from(h.payload())).is_err() {
+                    break;
+                }
+                let structured =
+                    ctx.sess.structured && matches!(h.typ, cmd::READ | cmd::BLOCK_STATUS);
+                ctx.send(&error_reply(structured, h.cookie, e));
+                continue;
+            }
+        };
+        let cost = match cmd {
+            Cmd::Read | Cmd::Write => (h.len as usize).max(MIN_COST),
+            Cmd::BlockStatus => STATUS_COST,
+            _ => MIN_COST,
+        };
+        ctx.budget.take(cost);
+        let mut payload = Vec::new();
+        if cmd == Cmd::Write {
+            payload = vec![0u8; h.len as usize];
+            if reader.read_exact(&mut payload).is_err() {
+                ctx.budget.give(cost);
+                break;
+            }
+        }
+        if tx
+            .send(Job {
+                h,
+                cmd,
+                payload,
+                cost,
+            })
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(tx);
+    for t in handles {
+        let _ = t.join();
+    }
+    ctx.writer
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .shutdown();
+}
