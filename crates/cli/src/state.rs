@@ -71,6 +71,23 @@ pub struct State {
     /// is refused. Missing in records of older versions.
     #[serde(default)]
     pub volume_id: Option<VolumeId>,
+    /// The NBD export (`open --nbd`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbd: Option<NbdState>,
+}
+
+/// The NBD export of an open volume, for `status` and `close`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NbdState {
+    /// Where the daemon listens: `unix:PATH` or `tcp:ADDR:PORT`.
+    pub endpoint: String,
+    /// The export name.
+    pub export: String,
+    /// The NBD URI clients connect to.
+    pub uri: String,
+    /// Served without a loop device (`--no-loop`).
+    #[serde(default)]
+    pub no_loop: bool,
 }
 
 /// Who holds an open volume's key (`open --keep`), for `status`.

@@ -82,6 +82,9 @@ pub fn run(a: Args) -> CliResult {
         loopdev::fuse_unmount(&fuse, true)?;
     }
     stop_keep(&st, &a.name)?;
+    if let Some(n) = &st.nbd {
+        crate::cmd::nbd_export::remove_stale_socket(n);
+    }
     state::remove(&a.name);
     Ok(())
 }

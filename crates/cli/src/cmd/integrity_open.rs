@@ -232,7 +232,7 @@ impl Launch for IntegrityCtx {
             failures: AtomicU64::new(0),
             recording: std::sync::Mutex::new(()),
         };
-        serve::serve_store(self.st, Arc::new(store), false, None)
+        serve::serve_store(self.st, Arc::new(store), false, None, None)
     }
 }
 
@@ -272,6 +272,7 @@ pub fn run(a: OpenArgs) -> CliResult {
         size: sb.provided_data_sectors * 512,
         keep: None,
         volume_id: Some(volume_id),
+        nbd: None,
     };
     claim(&st)?;
     let ctx = IntegrityCtx {

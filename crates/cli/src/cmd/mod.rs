@@ -24,6 +24,7 @@ pub mod keyslot_kill;
 pub mod keyslot_list;
 pub mod keyslot_remove;
 pub mod man;
+pub mod nbd_export;
 pub mod open;
 pub mod open_auth;
 pub mod serve;

@@ -59,6 +59,8 @@ pub struct Args {
     /// (process, the default) or in the I/O daemon itself (inline).
     #[arg(long, value_enum, default_value = "process")]
     pub keep: KeepArg,
+    #[command(flatten)]
+    pub nbd: super::nbd_export::NbdArgs,
 }
 
 /// `--keep`: who holds the volume key.
@@ -157,6 +159,12 @@ pub fn run(a: Args) -> CliResult {
             ));
         }
     }
+    let nbd = a.nbd.opts(
+        &a.name,
+        a.read_only,
+        a.allow_discards,
+        a.keep == KeepArg::Inline,
+    )?;
     let place = common::place(&a.volume, a.header.as_deref());
     let hdr = common::open_header(&a.volume, a.header.as_deref(), false)?;
     // The data device must open too (read-write unless --read-only); what
@@ -278,6 +286,7 @@ pub fn run(a: Args) -> CliResult {
         size: data_size,
         keep: None,
         volume_id: Some(volume_id),
+        nbd: None,
     };
     // The keep is started by the process that serves (the daemon, or this
     // one with --foreground): it dies with that process, never before.
@@ -306,6 +315,7 @@ pub fn run(a: Args) -> CliResult {
         key_slot: a.key_slot,
         allow_discards: a.allow_discards,
         backend: a.crypto_backend.backend(),
+        nbd,
     };
     if a.foreground {
         foreground(ctx, a.mount.as_deref(), progress)
@@ -388,7 +398,7 @@ pub(crate) fn foreground<L: Launch>(
         serve::wait_stopped(s);
         return Err(e);
     }
-    println!("{}", s.st.device.clone().unwrap_or_default());
+    serve::print_served(&s.st);
     let _ = std::io::stdout().flush();
     serve::wait_stopped(s);
     Ok(())
@@ -483,7 +493,7 @@ pub(crate) fn background<L: Launch>(
                 serve::clean_stale(&st);
                 return Err(e);
             }
-            println!("{}", st.device.clone().unwrap_or_default());
+            serve::print_served(&st);
             Ok(())
         }
     }

@@ -49,6 +49,8 @@ pub struct OpenCtx {
     pub allow_discards: bool,
     /// `--crypto-backend`.
     pub backend: Backend,
+    /// `--nbd`: the NBD export to serve too.
+    pub nbd: Option<super::nbd_export::NbdOpts>,
 }
 
 /// The data segment `open` serves.
@@ -86,6 +88,8 @@ pub struct Serving {
     /// What the block file serves (dropped, wiping any key, when serving ends).
     store: Arc<dyn Send + Sync>,
     keep: Option<KeepGuard>,
+    /// The NBD export, if any (stopped before the store is dropped).
+    nbd: Option<cryptkeep_nbd::server::Server>,
     /// The state record (pid = this process).
     pub st: State,
 }
@@ -170,7 +174,13 @@ pub fn start(
                         "check the volume file",
                     )
                 })?;
-            serve_store(ctx.st, Arc::new(engine), ctx.allow_discards, guard)
+            serve_store(
+                ctx.st,
+                Arc::new(engine),
+                ctx.allow_discards,
+                guard,
+                ctx.nbd.as_ref(),
+            )
         }
         Payload::Auth(auth) => {
             let crypt: Arc<dyn AuthCrypt> = match unlocked {
@@ -179,19 +189,21 @@ pub fn start(
             };
             after_unlock()?;
             let vol = super::open_auth::volume(&ctx.volume, &auth, crypt, &ctx.st.name, &place)?;
-            serve_store(ctx.st, Arc::new(vol), false, guard)
+            serve_store(ctx.st, Arc::new(vol), false, guard, ctx.nbd.as_ref())
         }
     }
 }
 
 /// Mounts the FUSE block file for `store` under NAME's run directory and
 /// records the state with this process as the daemon (`keep`: the key
-/// process to close when serving ends).
+/// process to close when serving ends); with `nbd`, exports it over NBD
+/// too.
 pub fn serve_store<S: BlockStore>(
     mut st: State,
     store: Arc<S>,
     allow_discards: bool,
     keep: Option<KeepGuard>,
+    nbd: Option<&super::nbd_export::NbdOpts>,
 ) -> CliResult<Serving> {
     let fuse_dir = state::fuse_dir(&st.name);
     crate::rundir::make_dir(&fuse_dir).map_err(|e| {
@@ -211,6 +223,20 @@ pub fn serve_store<S: BlockStore>(
                 "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
             )
         })?;
+    let nbd = match nbd {
+        Some(o) => match super::nbd_export::start(store.clone(), o) {
+            Ok((srv, rec)) => {
+                st.nbd = Some(rec);
+                Some(srv)
+            }
+            Err(e) => {
+                let _ = loopdev::fuse_unmount(&fuse_dir, true);
+                mount.wait();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     st.set_pid_to_self();
     st.file = block_file_path(&fuse_dir, &opts).display().to_string();
     state::save(&st)?;
@@ -218,6 +244,7 @@ pub fn serve_store<S: BlockStore>(
         mount,
         store,
         keep,
+        nbd,
         st,
     })
 }
@@ -254,6 +281,9 @@ pub fn wait_stopped(s: Serving) {
         }
     });
     s.mount.wait();
+    if let Some(srv) = s.nbd {
+        srv.stop();
+    }
     drop(s.store);
     if let Some(k) = s.keep {
         k.close_and_wait();
@@ -291,6 +321,9 @@ pub fn teardown_io(st: &State) -> CliResult<()> {
 /// After the daemon serves: attach the loop device, record it, mount when
 /// asked. Undoes its own steps on failure.
 pub fn attach_and_mount(st: &mut State, mount_dir: Option<&Path>) -> CliResult<()> {
+    if st.nbd.as_ref().is_some_and(|n| n.no_loop) {
+        return Ok(());
+    }
     let dev = loopdev::attach(Path::new(&st.file), st.sector_size, st.read_only)?;
     st.device = Some(dev.clone());
     state::save(st)?;
@@ -309,9 +342,23 @@ pub fn attach_and_mount(st: &mut State, mount_dir: Option<&Path>) -> CliResult<(
 /// mount, state directory.
 pub fn clean_stale(st: &State) {
     let _ = teardown_io(st);
+    if let Some(n) = &st.nbd {
+        super::nbd_export::remove_stale_socket(n);
+    }
     let fuse_dir = state::fuse_dir(&st.name);
     if mountinfo::is_mount_point(&fuse_dir) {
         let _ = loopdev::fuse_unmount(&fuse_dir, true);
     }
     state::remove(&st.name);
+}
+
+/// What `open` prints once serving: the loop device (if any), then the NBD
+/// URI (if any), one per line.
+pub fn print_served(st: &State) {
+    if let Some(d) = &st.device {
+        println!("{d}");
+    }
+    if let Some(n) = &st.nbd {
+        println!("{}", n.uri);
+    }
 }

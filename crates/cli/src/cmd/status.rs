@@ -69,6 +69,13 @@ fn text(st: &State) -> String {
             row(&mut s, "sandbox:", &k.sandbox);
         }
     }
+    if let Some(n) = &st.nbd {
+        row(
+            &mut s,
+            "nbd:",
+            &format!("{} (export {:?}, {})", n.uri, n.export, n.endpoint),
+        );
+    }
     if let Some(m) = &st.mountpoint {
         row(&mut s, "mountpoint:", m);
     }

@@ -1,0 +1,158 @@
+//! `open --nbd`: the NBD export of an open volume, served by the daemon
+//! beside the FUSE block file (the daemon holds only a handle on the keep,
+//! never the key).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clap::Args as ClapArgs;
+use cryptkeep_nbd::server::{self, BlockStore, Endpoint, Export, Limits, Server};
+
+use crate::exit::{CliError, CliResult, Code};
+use crate::state::NbdState;
+
+/// The NBD options of `open`.
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct NbdArgs {
+    /// Also export the decrypted volume over NBD at unix:PATH or
+    /// tcp:ADDR:PORT (qemu, nbdcopy, nbd-client, nbdkit can connect).
+    /// Needs --keep process (the default): the daemon that accepts
+    /// connections never holds the key. Anyone who can connect reads and
+    /// writes the plaintext: a unix socket is created mode 0600; a TCP
+    /// address has no TLS, so bind it to loopback or a trusted network.
+    #[arg(long, value_name = "unix:PATH|tcp:ADDR:PORT")]
+    pub nbd: Option<String>,
+    /// The NBD export name (default: NAME).
+    #[arg(long = "nbd-name", value_name = "EXPORT", requires = "nbd")]
+    pub nbd_name: Option<String>,
+    /// The NBD export's description, shown by nbdinfo.
+    #[arg(long = "nbd-description", value_name = "TEXT", requires = "nbd")]
+    pub nbd_description: Option<String>,
+    /// Serve only the NBD export: attach no loop device.
+    #[arg(long = "no-loop", requires = "nbd", conflicts_with = "mount")]
+    pub no_loop: bool,
+}
+
+/// What the daemon needs to export the volume.
+#[derive(Debug, Clone)]
+pub struct NbdOpts {
+    /// Where to listen.
+    pub endpoint: Endpoint,
+    /// The export.
+    pub export: Export,
+    /// No loop device.
+    pub no_loop: bool,
+}
+
+impl NbdArgs {
+    /// The export for NAME, if `--nbd` was given; refused with an inline
+    /// key (the process that accepts connections must not hold it).
+    pub fn opts(
+        &self,
+        name: &str,
+        read_only: bool,
+        allow_discards: bool,
+        inline_key: bool,
+    ) -> CliResult<Option<NbdOpts>> {
+        let Some(ep) = &self.nbd else {
+            return Ok(None);
+        };
+        if inline_key {
+            return Err(CliError::usage(
+                "--nbd needs the key in the keep process: the daemon that accepts network \
+                 connections must never hold it",
+                "--keep inline",
+                "leave out --keep inline",
+            ));
+        }
+        let endpoint: Endpoint = ep.parse().map_err(|e| {
+            CliError::usage(
+                format!("{e}"),
+                ep.clone(),
+                "e.g. --nbd unix:/run/vol.sock or --nbd tcp:127.0.0.1:10809",
+            )
+        })?;
+        let export_name = self.nbd_name.clone().unwrap_or_else(|| name.to_string());
+        for (what, s) in [
+            ("--nbd-name", Some(&export_name)),
+            ("--nbd-description", self.nbd_description.as_ref()),
+        ] {
+            if s.is_some_and(|s| s.len() > cryptkeep_nbd::proto::MAX_STRING) {
+                return Err(CliError::usage(
+                    format!("{what} is longer than 4096 bytes"),
+                    what,
+                    "use a shorter one",
+                ));
+            }
+        }
+        Ok(Some(NbdOpts {
+            endpoint,
+            export: Export {
+                name: export_name,
+                description: self.nbd_description.clone(),
+                read_only,
+                allow_trim: allow_discards,
+            },
+            no_loop: self.no_loop,
+        }))
+    }
+}
+
+/// Starts the export of `store`; answers the server and its record.
+pub fn start<S: BlockStore>(store: Arc<S>, o: &NbdOpts) -> CliResult<(Server, NbdState)> {
+    let srv =
+        server::serve(&o.endpoint, store, o.export.clone(), Limits::default()).map_err(|e| {
+            let code = match e {
+                cryptkeep_nbd::Error::InUse(_) => Code::Busy,
+                _ => Code::Daemon,
+            };
+            CliError::new(
+                code,
+                format!("cannot serve NBD: {e}"),
+                o.endpoint.to_string(),
+                "choose another --nbd endpoint",
+            )
+        })?;
+    let endpoint = srv.endpoint().to_string();
+    let uri = uri(srv.endpoint(), &o.export.name);
+    eprintln!("cryptkeep: NBD export {:?} at {endpoint}", o.export.name);
+    Ok((
+        srv,
+        NbdState {
+            endpoint,
+            export: o.export.name.clone(),
+            uri,
+            no_loop: o.no_loop,
+        },
+    ))
+}
+
+/// The NBD URI of an export (as qemu and libnbd take it).
+pub fn uri(ep: &Endpoint, export: &str) -> String {
+    let name: String = export
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    match ep {
+        Endpoint::Unix(p) => format!("nbd+unix:///{name}?socket={}", p.display()),
+        Endpoint::Tcp(a) => format!("nbd://{a}/{name}"),
+    }
+}
+
+/// Removes the unix socket a dead daemon left.
+pub fn remove_stale_socket(st: &NbdState) {
+    if let Some(p) = st.endpoint.strip_prefix("unix:") {
+        let p = Path::new(p);
+        let is_socket = std::fs::symlink_metadata(p)
+            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            .unwrap_or(false);
+        if is_socket && std::os::unix::net::UnixStream::connect(p).is_err() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
