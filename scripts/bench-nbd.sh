@@ -8,6 +8,9 @@
 #   seq read   - nbdcopy EXPORT null: (the whole export), MiB/s
 #   seq write  - nbdcopy RANDOM-FILE EXPORT (the whole export), MiB/s
 #   setup      - nbdinfo --size EXPORT, wall time in ms (median of 10, after a first one)
+#   handshake  - a whole connection (connect, NBD_OPT_GO, NBD_CMD_DISC) from one Python
+#                process, ms (median of 50, after a first one): set-up without a client
+#                process starting (scripts/bench/nbd-handshake.py)
 # Prints a Markdown table and cryptkeep's ratio to each peer.
 # usage: scripts/bench-nbd.sh [--reps N] [--size MiB]
 # CK=PATH: the cryptkeep binary (default target/release/cryptkeep).
@@ -45,8 +48,9 @@ wait_sock() {
 }
 
 blk_cryptkeep_open "$img" bn "$w/pass" --nbd "unix:$w/ck.sock" --no-loop
-declare -A uri
-uri[cryptkeep]=$blk_dev
+declare -A uri sock name
+uri[cryptkeep]=$blk_dev sock[cryptkeep]=$w/ck.sock name[cryptkeep]=bn
+sock[qsd]=$w/qsd.sock name[qsd]=qsd sock[nbdkit]=$w/nbdkit.sock name[nbdkit]=""
 qemu-storage-daemon \
   --object "secret,id=k0,file=$w/pass" \
   --blockdev "driver=file,node-name=f0,filename=$img" \
@@ -87,8 +91,9 @@ for r in $(seq "$reps"); do
     a=$(now); nbdcopy "${uri[$x]}" null:; b=$(now)
     rd=$(rate "$a" "$b")
     su=$(setup_ms "${uri[$x]}")
-    echo "$x $rd $wr $su" >> "$w/results"
-    blk_log "rep $r $x: read $rd MiB/s, write $wr MiB/s, setup $su ms"
+    hs=$(python3 "$root/scripts/bench/nbd-handshake.py" "${sock[$x]}" "${name[$x]}" 50)
+    echo "$x $rd $wr $su $hs" >> "$w/results"
+    blk_log "rep $r $x: read $rd MiB/s, write $wr MiB/s, setup $su ms, handshake $hs ms"
   done
 done
 
@@ -98,14 +103,15 @@ rows = [l.split() for l in open(sys.argv[1])]
 med = {}
 for t in ("cryptkeep", "qsd", "nbdkit"):
     v = [r[1:] for r in rows if r[0] == t]
-    med[t] = [statistics.median(float(x[i]) for x in v) for i in range(3)]
+    med[t] = [statistics.median(float(x[i]) for x in v) for i in range(4)]
 print(f"\nNBD export of a {sys.argv[2]} MiB LUKS1 volume (aes-xts-plain64), nbdcopy over a unix socket, median of {sys.argv[3]}\n")
-print("| target | seq read MiB/s | seq write MiB/s | setup ms |")
-print("|---|---:|---:|---:|")
-for t, (rd, wr, su) in med.items():
-    print(f"| {t} | {rd} | {wr} | {su} |")
+print("| target | seq read MiB/s | seq write MiB/s | setup ms (nbdinfo) | handshake ms |")
+print("|---|---:|---:|---:|---:|")
+for t, (rd, wr, su, hs) in med.items():
+    print(f"| {t} | {rd} | {wr} | {su} | {hs} |")
 c = med["cryptkeep"]
 for p in ("qsd", "nbdkit"):
     o = med[p]
-    print(f"\ncryptkeep / {p}: read {c[0] / o[0]:.2f}x, write {c[1] / o[1]:.2f}x, setup {c[2] / o[2]:.2f}x")
+    print(f"\ncryptkeep / {p}: read {c[0] / o[0]:.2f}x, write {c[1] / o[1]:.2f}x, "
+          f"setup {c[2] / o[2]:.2f}x, handshake {c[3] / o[3]:.2f}x (time ratios: lower is faster)")
 PY

@@ -19,6 +19,7 @@ mod handshake;
 mod listener;
 mod options;
 mod optreply;
+mod pool;
 mod reply;
 mod request;
 mod stream;

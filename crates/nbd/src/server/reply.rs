@@ -29,27 +29,35 @@ fn chunk_head(out: &mut Vec<u8>, flags: u16, typ: u16, cookie: u64, len: u32) {
     out.extend_from_slice(&len.to_be_bytes());
 }
 
-/// A buffer for a read reply of `len` bytes: the data goes at
-/// `buf[head..]`, then [`seal_read`] writes the header.
-pub(crate) fn read_buffer(structured: bool, len: usize) -> (Vec<u8>, usize) {
-    let head = if structured { DATA_HEAD } else { SIMPLE_HEAD };
-    (vec![0u8; head + len], head)
+/// Bytes before the data of a read reply: the data of a read goes at
+/// `buf[read_head(..)..]`, then [`seal_read`] writes the header.
+pub(crate) fn read_head(structured: bool) -> usize {
+    if structured {
+        DATA_HEAD
+    } else {
+        SIMPLE_HEAD
+    }
 }
 
-/// Writes the header of a successful read reply into `buf` (from
-/// [`read_buffer`]). A structured reply of no data is a `NONE` chunk.
-pub(crate) fn seal_read(buf: &mut Vec<u8>, structured: bool, cookie: u64, offset: u64) {
+/// Writes the header of a successful read reply of `len` bytes into `buf`
+/// (the data already at `buf[read_head(..)..]`); answers the bytes to
+/// send from `buf`. A structured reply of no data is a `NONE` chunk.
+pub(crate) fn seal_read(
+    buf: &mut [u8],
+    structured: bool,
+    cookie: u64,
+    offset: u64,
+    len: usize,
+) -> usize {
     if !structured {
         buf[..SIMPLE_HEAD].copy_from_slice(&simple(cookie, 0));
-        return;
+        return SIMPLE_HEAD + len;
     }
-    let len = buf.len() - DATA_HEAD;
     let mut h = Vec::with_capacity(DATA_HEAD);
     if len == 0 {
         chunk_head(&mut h, reply::FLAG_DONE, reply::NONE, cookie, 0);
-        buf.truncate(h.len());
-        buf.copy_from_slice(&h);
-        return;
+        buf[..h.len()].copy_from_slice(&h);
+        return h.len();
     }
     chunk_head(
         &mut h,
@@ -60,6 +68,7 @@ pub(crate) fn seal_read(buf: &mut Vec<u8>, structured: bool, cookie: u64, offset
     );
     h.extend_from_slice(&offset.to_be_bytes());
     buf[..DATA_HEAD].copy_from_slice(&h);
+    DATA_HEAD + len
 }
 
 /// A structured `ERROR` chunk (the last of its reply), with no message.
@@ -128,21 +137,21 @@ mod tests {
 
     #[test]
     fn read_replies() {
-        let (mut b, head) = read_buffer(true, 3);
+        let head = read_head(true);
+        let mut b = vec![0u8; head + 3];
         b[head..].copy_from_slice(b"abc");
-        seal_read(&mut b, true, 7, 512);
+        assert_eq!(seal_read(&mut b, true, 7, 512, 3), 31);
         assert_eq!(&b[..4], &STRUCTURED_REPLY_MAGIC.to_be_bytes());
         assert_eq!(&b[4..8], &[0, 1, 0, 1]);
         assert_eq!(&b[16..20], &11u32.to_be_bytes());
         assert_eq!(&b[20..28], &512u64.to_be_bytes());
         assert_eq!(&b[28..], b"abc");
-        let (mut b, _) = read_buffer(true, 0);
-        seal_read(&mut b, true, 7, 0);
-        assert_eq!(b.len(), 20);
+        let mut b = vec![0u8; 28];
+        assert_eq!(seal_read(&mut b, true, 7, 0, 0), 20);
         assert_eq!(&b[6..8], &[0, 0]);
-        let (mut b, head) = read_buffer(false, 2);
-        seal_read(&mut b, false, 9, 0);
-        assert_eq!(head, 16);
+        let mut b = vec![0u8; 18];
+        assert_eq!(seal_read(&mut b, false, 9, 0, 2), 18);
+        assert_eq!(read_head(false), 16);
         assert_eq!(&b[..16], &simple(9, 0));
     }
 

@@ -12,7 +12,8 @@ use cryptkeep_volume::BlockStore;
 use crate::proto::{cmd, cmd_flag, err};
 
 use super::budget::Budget;
-use super::reply::{self, block_status, error_reply, read_buffer, seal_read, simple, wire_errno};
+use super::pool::Pool;
+use super::reply::{self, block_status, error_reply, read_head, seal_read, simple, wire_errno};
 use super::request::{check, Cmd, Header, HEADER};
 use super::stream::Stream;
 use super::{Session, Shape, ALLOC_ID};
@@ -28,6 +29,7 @@ const STATUS_COST: usize = 64 << 10;
 struct Job {
     h: Header,
     cmd: Cmd,
+    /// A write's payload in its first `h.len` bytes (a pooled buffer).
     payload: Vec<u8>,
     cost: usize,
 }
@@ -39,6 +41,7 @@ struct Ctx<S> {
     sess: Session,
     writer: Mutex<Stream>,
     budget: Budget,
+    pool: Pool,
 }
 
 impl<S: BlockStore> Ctx<S> {
@@ -69,33 +72,41 @@ impl<S: BlockStore> Ctx<S> {
             })
         };
         let out = match job.cmd {
-            Cmd::Read => self.read(&h),
-            Cmd::Write => done(fua(store.write_at(&job.payload, h.offset).map(|_| ()))),
+            Cmd::Read => {
+                self.read(&h);
+                self.budget.give(job.cost);
+                return;
+            }
+            Cmd::Write => done(fua(store
+                .write_at(&job.payload[..h.len as usize], h.offset)
+                .map(|_| ()))),
             Cmd::Flush => done(store.flush()),
             Cmd::Trim => done(fua(store.discard(h.offset, u64::from(h.len)))),
             Cmd::WriteZeroes => done(fua(store.write_zeroes(h.offset, u64::from(h.len)))),
             Cmd::Cache | Cmd::Disc => simple(h.cookie, 0).to_vec(),
             Cmd::BlockStatus => self.status(&h),
         };
-        drop(job.payload);
+        self.pool.give(job.payload);
         self.send(&out);
         self.budget.give(job.cost);
     }
 
-    /// A read: the data, decrypted into the reply buffer.
-    fn read(&self, h: &Header) -> Vec<u8> {
+    /// A read: the data, decrypted into a pooled reply buffer, sent.
+    fn read(&self, h: &Header) {
         let structured = self.sess.structured;
-        let (mut buf, head) = read_buffer(structured, h.len as usize);
-        match self.store.read_at(&mut buf[head..], h.offset) {
+        let (head, len) = (read_head(structured), h.len as usize);
+        let mut buf = self.pool.take(head + len);
+        let data = &mut buf[head..head + len];
+        match self.store.read_at(data, h.offset) {
             Ok(n) => {
-                // Short only at the end, which the range check excludes;
-                // the rest of the buffer is zeros anyway.
-                let _ = n;
-                seal_read(&mut buf, structured, h.cookie, h.offset);
-                buf
+                // Short only at the end, which the range check excludes.
+                data[n.min(len)..].fill(0);
+                let n = seal_read(&mut buf, structured, h.cookie, h.offset, len);
+                self.send(&buf[..n]);
             }
-            Err(e) => error_reply(structured, h.cookie, wire_errno(e.errno())),
+            Err(e) => self.send(&error_reply(structured, h.cookie, wire_errno(e.errno()))),
         }
+        self.pool.give(buf);
     }
 
     /// Block status: the store's allocation map of the range.
@@ -153,6 +164,7 @@ pub(crate) fn run<S: BlockStore>(stream: Stream, store: Arc<S>, shape: Shape, se
     let workers = shape.limits.workers.max(1);
     let ctx = Arc::new(Ctx {
         budget: Budget::new(shape.limits.in_flight_bytes),
+        pool: Pool::new(2 * workers),
         store,
         shape,
         sess,
@@ -196,8 +208,8 @@ pub(crate) fn run<S: BlockStore>(stream: Stream, store: Arc<S>, shape: Shape, se
         ctx.budget.take(cost);
         let mut payload = Vec::new();
         if cmd == Cmd::Write {
-            payload = vec![0u8; h.len as usize];
-            if reader.read_exact(&mut payload).is_err() {
+            payload = ctx.pool.take(h.len as usize);
+            if reader.read_exact(&mut payload[..h.len as usize]).is_err() {
                 ctx.budget.give(cost);
                 break;
             }
