@@ -1,0 +1,64 @@
+//! `BlockStore::extents`: the allocation map of the data segment from the
+//! backing file's holes, in whole sectors, zero only when holes read as
+//! zeros.
+
+use cryptkeep_volume::{BlockStore, Extent};
+
+use crate::common::{open, random_key, Geo, TempDir};
+
+const MIB: u64 = 1 << 20;
+
+fn geo() -> Geo {
+    Geo {
+        sector_size: 4096,
+        iv_tweak: 0,
+        data_offset: MIB,
+        data_size: 8 * MIB,
+        trailer: 0,
+    }
+}
+
+#[test]
+fn holes_of_the_backing_file_are_extents() {
+    let dir = TempDir::new("extents");
+    let path = dir.join("vol.img");
+    // A sparse backing file: nothing allocated yet.
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(9 * MIB)
+        .unwrap();
+    let key = random_key(64);
+    let e = open(&path, &key, geo(), false);
+    let all = e.extents(0, 8 * MIB).unwrap();
+    assert_eq!(
+        all,
+        vec![Extent {
+            len: 8 * MIB,
+            hole: true,
+            zero: false
+        }]
+    );
+    // Data at [2 MiB, 3 MiB); holes read as zeros from here on.
+    e.write_at(&vec![7u8; MIB as usize], 2 * MIB).unwrap();
+    BlockStore::allow_discards(&e);
+    let m = e.extents(0, 8 * MIB).unwrap();
+    assert_eq!(m.iter().map(|x| x.len).sum::<u64>(), 8 * MIB);
+    let data: Vec<_> = m.iter().filter(|x| !x.hole).collect();
+    assert_eq!(data.len(), 1);
+    let before: u64 = m.iter().take_while(|x| x.hole).map(|x| x.len).sum();
+    assert!(before <= 2 * MIB && before % 4096 == 0, "{m:?}");
+    assert!(data[0].len >= MIB);
+    assert!(m.iter().filter(|x| x.hole).all(|x| x.zero));
+    // A range inside the data, and one reaching past the end.
+    let inner = e.extents(2 * MIB + 100, 1000).unwrap();
+    assert_eq!(
+        inner,
+        vec![Extent {
+            len: 1000,
+            hole: false,
+            zero: false
+        }]
+    );
+    let tail = e.extents(7 * MIB, 4 * MIB).unwrap();
+    assert_eq!(tail.iter().map(|x| x.len).sum::<u64>(), MIB);
+}
