@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use cryptkeep_volume::BlockStore;
 
+use super::budget::Budget;
 use super::handshake::{negotiate, Outcome};
 use super::stream::Stream;
 use super::{transmission, Export, Limits, Shape};
@@ -189,9 +190,10 @@ pub fn serve<S: BlockStore>(
     let stopping = Arc::new(AtomicBool::new(false));
     let conns = Arc::new(Conns::default());
     let (stop2, conns2) = (stopping.clone(), conns.clone());
+    let gate = Arc::new(Budget::new(limits.store_calls.max(1)));
     let accept = std::thread::Builder::new()
         .name("nbd-accept".into())
-        .spawn(move || accept_loop(listener, store, shape, stop2, conns2))
+        .spawn(move || accept_loop(listener, store, shape, gate, stop2, conns2))
         .map_err(|e| Error::io("cannot start the NBD accept thread", e))?;
     Ok(Server {
         local,
@@ -205,6 +207,7 @@ fn accept_loop<S: BlockStore>(
     listener: Listener,
     store: Arc<S>,
     shape: Shape,
+    gate: Arc<Budget>,
     stopping: Arc<AtomicBool>,
     conns: Arc<Conns>,
 ) {
@@ -225,10 +228,11 @@ fn accept_loop<S: BlockStore>(
             continue;
         };
         let (store, shape, conns2) = (store.clone(), shape.clone(), conns.clone());
+        let gate = gate.clone();
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
-                serve_one(stream, store, shape);
+                serve_one(stream, store, shape, gate);
                 conns2.leave(id);
             });
         if spawned.is_err() {
@@ -238,13 +242,13 @@ fn accept_loop<S: BlockStore>(
 }
 
 /// One connection: negotiation under a timeout, then transmission.
-fn serve_one<S: BlockStore>(mut stream: Stream, store: Arc<S>, shape: Shape) {
+fn serve_one<S: BlockStore>(mut stream: Stream, store: Arc<S>, shape: Shape, gate: Arc<Budget>) {
     let t = Some(shape.limits.handshake_timeout);
     if stream.set_read_timeout(t).is_err() || stream.set_write_timeout(t).is_err() {
         return;
     }
     match negotiate(&mut stream, &shape) {
-        Ok(Outcome::Transmission(sess)) => transmission::run(stream, store, shape, sess),
+        Ok(Outcome::Transmission(sess)) => transmission::run(stream, store, shape, sess, gate),
         Ok(Outcome::Aborted) | Err(_) => stream.shutdown(),
     }
 }

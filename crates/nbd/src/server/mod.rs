@@ -61,6 +61,10 @@ pub struct Limits {
     pub in_flight_bytes: usize,
     /// Worker threads per connection.
     pub workers: usize,
+    /// Store operations running at once over all connections (more wait;
+    /// replies are sent outside this limit). Many more than the cores only
+    /// adds threads that wait on one another and on the keep.
+    pub store_calls: usize,
     /// The largest option payload read; larger ones get `NBD_REP_ERR_TOO_BIG`.
     pub max_option: u32,
     /// Options per negotiation before the connection is closed.
@@ -79,6 +83,7 @@ impl Default for Limits {
             preferred_block: 4096,
             in_flight_bytes: 64 << 20,
             workers: 4,
+            store_calls: 4,
             max_option: 16 << 10,
             max_options: 256,
             handshake_timeout: Duration::from_secs(10),

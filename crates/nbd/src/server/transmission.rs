@@ -42,6 +42,8 @@ struct Ctx<S> {
     writer: Mutex<Stream>,
     budget: Budget,
     pool: Pool,
+    /// Store operations at once, shared by every connection.
+    gate: Arc<Budget>,
 }
 
 impl<S: BlockStore> Ctx<S> {
@@ -71,6 +73,9 @@ impl<S: BlockStore> Ctx<S> {
                 }
             })
         };
+        if job.cmd != Cmd::Read {
+            self.gate.take(1);
+        }
         let out = match job.cmd {
             Cmd::Read => {
                 self.read(&h);
@@ -86,6 +91,7 @@ impl<S: BlockStore> Ctx<S> {
             Cmd::Cache | Cmd::Disc => simple(h.cookie, 0).to_vec(),
             Cmd::BlockStatus => self.status(&h),
         };
+        self.gate.give(1);
         self.pool.give(job.payload);
         self.send(&out);
         self.budget.give(job.cost);
@@ -97,7 +103,10 @@ impl<S: BlockStore> Ctx<S> {
         let (head, len) = (read_head(structured), h.len as usize);
         let mut buf = self.pool.take(head + len);
         let data = &mut buf[head..head + len];
-        match self.store.read_at(data, h.offset) {
+        self.gate.take(1);
+        let r = self.store.read_at(data, h.offset);
+        self.gate.give(1);
+        match r {
             Ok(n) => {
                 // Short only at the end, which the range check excludes.
                 data[n.min(len)..].fill(0);
@@ -154,7 +163,13 @@ fn drain(r: &mut impl Read, n: u64) -> io::Result<()> {
 /// Serves requests on `stream` until the client disconnects, sends
 /// `NBD_CMD_DISC` or breaks the protocol; requests already queued finish
 /// first.
-pub(crate) fn run<S: BlockStore>(stream: Stream, store: Arc<S>, shape: Shape, sess: Session) {
+pub(crate) fn run<S: BlockStore>(
+    stream: Stream,
+    store: Arc<S>,
+    shape: Shape,
+    sess: Session,
+    gate: Arc<Budget>,
+) {
     let writer = match stream.try_clone() {
         Ok(w) => w,
         Err(_) => return,
@@ -165,6 +180,7 @@ pub(crate) fn run<S: BlockStore>(stream: Stream, store: Arc<S>, shape: Shape, se
     let ctx = Arc::new(Ctx {
         budget: Budget::new(shape.limits.in_flight_bytes),
         pool: Pool::new(2 * workers),
+        gate,
         store,
         shape,
         sess,
