@@ -100,6 +100,13 @@ impl NbdArgs {
 
 /// Starts the export of `store`; answers the server and its record.
 pub fn start<S: BlockStore>(store: Arc<S>, o: &NbdOpts) -> CliResult<(Server, NbdState)> {
+    // A client that goes away while a reply is written must end only its
+    // connection (EPIPE), not the process (`open --foreground` keeps the
+    // default disposition main sets).
+    // SAFETY: SIG_IGN is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     let srv =
         server::serve(&o.endpoint, store, o.export.clone(), Limits::default()).map_err(|e| {
             let code = match e {

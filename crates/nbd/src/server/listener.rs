@@ -177,7 +177,9 @@ pub struct Server {
 
 /// Serves `store` as `export` on `endpoint` from background threads.
 /// Fails if the endpoint cannot be bound (a unix socket path where another
-/// process listens is [`Error::InUse`]; a stale one is replaced).
+/// process listens is [`Error::InUse`]; a stale one is replaced). The
+/// process must ignore `SIGPIPE`: a client that leaves while a reply is
+/// written must only end its connection.
 pub fn serve<S: BlockStore>(
     endpoint: &Endpoint,
     store: Arc<S>,

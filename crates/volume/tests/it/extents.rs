@@ -46,7 +46,7 @@ fn holes_of_the_backing_file_are_extents() {
     let data: Vec<_> = m.iter().filter(|x| !x.hole).collect();
     assert_eq!(data.len(), 1);
     let before: u64 = m.iter().take_while(|x| x.hole).map(|x| x.len).sum();
-    assert!(before <= 2 * MIB && before % 4096 == 0, "{m:?}");
+    assert!(before <= 2 * MIB && before.is_multiple_of(4096), "{m:?}");
     assert!(data[0].len >= MIB);
     assert!(m.iter().filter(|x| x.hole).all(|x| x.zero));
     // A range inside the data, and one reaching past the end.
