@@ -183,7 +183,10 @@ for structured in (False, True):
     read_ok(s, structured)
     # A request after NBD_CMD_DISC is never answered.
     request(s, 2, 0, 0, 8)
-    request(s, 0, 0, 512, 9)
+    try:
+        request(s, 0, 0, 512, 9)
+    except OSError:
+        pass  # the server may have closed already
     if not closed(s):
         fail("a request after NBD_CMD_DISC was answered")
 
