@@ -136,3 +136,103 @@ fn endpoints_parse() {
         assert!(bad.parse::<Endpoint>().is_err(), "{bad}");
     }
 }
+
+/// Negotiates structured replies and `base:allocation`, then `NBD_OPT_GO`.
+fn connect_structured(path: &std::path::Path) -> UnixStream {
+    let mut c = UnixStream::connect(path).unwrap();
+    let mut hello = [0u8; 18];
+    c.read_exact(&mut hello).unwrap();
+    let opt_msg = |o: u32, data: &[u8]| {
+        let mut v = IHAVEOPT.to_be_bytes().to_vec();
+        v.extend(o.to_be_bytes());
+        v.extend((data.len() as u32).to_be_bytes());
+        v.extend(data);
+        v
+    };
+    let mut meta = 3u32.to_be_bytes().to_vec();
+    meta.extend(b"vol");
+    meta.extend(1u32.to_be_bytes());
+    meta.extend(15u32.to_be_bytes());
+    meta.extend(b"base:allocation");
+    let mut go = 3u32.to_be_bytes().to_vec();
+    go.extend(b"vol");
+    go.extend(0u16.to_be_bytes());
+    let mut out = 3u32.to_be_bytes().to_vec();
+    out.extend(opt_msg(opt::STRUCTURED_REPLY, &[]));
+    out.extend(opt_msg(opt::SET_META_CONTEXT, &meta));
+    out.extend(opt_msg(opt::GO, &go));
+    c.write_all(&out).unwrap();
+    // Replies until the ACK of GO.
+    loop {
+        let mut h = [0u8; 20];
+        c.read_exact(&mut h).unwrap();
+        let o = u32::from_be_bytes(h[8..12].try_into().unwrap());
+        let t = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let n = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        let mut d = vec![0u8; n];
+        c.read_exact(&mut d).unwrap();
+        assert_eq!(t & 0x8000_0000, 0, "option {o} refused");
+        if o == opt::GO && t == crate::proto::rep::ACK {
+            return c;
+        }
+    }
+}
+
+/// Reads one structured chunk: (flags, type, cookie, payload).
+fn chunk(c: &mut UnixStream) -> (u16, u16, u64, Vec<u8>) {
+    let mut h = [0u8; 20];
+    c.read_exact(&mut h).unwrap();
+    assert_eq!(&h[..4], &crate::proto::STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    let n = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    let mut d = vec![0u8; n];
+    c.read_exact(&mut d).unwrap();
+    (
+        u16::from_be_bytes([h[4], h[5]]),
+        u16::from_be_bytes([h[6], h[7]]),
+        u64::from_be_bytes(h[8..16].try_into().unwrap()),
+        d,
+    )
+}
+
+#[test]
+fn structured_reads_and_block_status() {
+    use crate::proto::reply;
+    let dir = std::env::temp_dir().join(format!("ck-nbd-s-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, path) = server(&dir);
+    let mut c = connect_structured(&path);
+    request(&mut c, cmd::WRITE, 1, 4096, 3, b"abc");
+    assert_eq!(reply(&mut c), (0, 1));
+    request(&mut c, cmd::READ, 2, 4095, 5, &[]);
+    let (flags, typ, cookie, d) = chunk(&mut c);
+    assert_eq!(
+        (flags, typ, cookie),
+        (reply::FLAG_DONE, reply::OFFSET_DATA, 2)
+    );
+    assert_eq!(&d[..8], &4095u64.to_be_bytes());
+    assert_eq!(&d[8..], b"\0abc\0");
+    // A read error is a structured error chunk; the connection goes on.
+    request(&mut c, cmd::READ, 3, 1 << 20, 1, &[]);
+    let (flags, typ, cookie, d) = chunk(&mut c);
+    assert_eq!((flags, typ, cookie), (reply::FLAG_DONE, reply::ERROR, 3));
+    assert_eq!(&d[..4], &err::EINVAL.to_be_bytes());
+    // Block status: the in-memory store is all data.
+    request(&mut c, cmd::BLOCK_STATUS, 4, 0, 1 << 20, &[]);
+    let (flags, typ, cookie, d) = chunk(&mut c);
+    assert_eq!(
+        (flags, typ, cookie),
+        (reply::FLAG_DONE, reply::BLOCK_STATUS, 4)
+    );
+    assert_eq!(&d[..4], &super::ALLOC_ID.to_be_bytes());
+    assert_eq!(&d[4..8], &(1u32 << 20).to_be_bytes());
+    assert_eq!(&d[8..12], &0u32.to_be_bytes());
+    // A zero-length read is a NONE chunk.
+    request(&mut c, cmd::READ, 5, 0, 0, &[]);
+    let (flags, typ, cookie, d) = chunk(&mut c);
+    assert_eq!(
+        (flags, typ, cookie, d.len()),
+        (reply::FLAG_DONE, reply::NONE, 5, 0)
+    );
+    s.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
