@@ -2,7 +2,6 @@
 //! thread per connection (negotiation, then transmission), and
 //! [`Server::stop`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::net::{TcpListener, TcpStream};
@@ -10,14 +9,15 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cryptkeep_volume::BlockStore;
 
 use super::budget::Budget;
+use super::conns::Conns;
 use super::handshake::{negotiate, Outcome};
 use super::stream::Stream;
 use super::{transmission, Export, Limits, Shape};
@@ -122,57 +122,13 @@ impl Listener {
     }
 }
 
-/// The live connections: handles to shut them down, and their count.
-#[derive(Default)]
-struct Conns {
-    open: Mutex<HashMap<u64, Stream>>,
-    gone: Condvar,
-    next: AtomicU64,
-}
-
-impl Conns {
-    /// Registers a connection unless `max` are open already.
-    fn admit(&self, s: &Stream, max: usize) -> Option<u64> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.len() >= max {
-            return None;
-        }
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        open.insert(id, s.try_clone().ok()?);
-        Some(id)
-    }
-
-    fn leave(&self, id: u64) {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.remove(&id);
-        self.gone.notify_all();
-    }
-
-    /// Shuts every connection down and waits until their threads are done.
-    fn close_all(&self) {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        for s in open.values() {
-            s.shutdown();
-        }
-        while !open.is_empty() {
-            let (g, _) = self
-                .gone
-                .wait_timeout(open, Duration::from_millis(100))
-                .unwrap_or_else(|p| p.into_inner());
-            open = g;
-            for s in open.values() {
-                s.shutdown();
-            }
-        }
-    }
-}
-
 /// A running server: stop it with [`Server::stop`] (or by dropping it).
 pub struct Server {
     local: Endpoint,
     stopping: Arc<AtomicBool>,
     conns: Arc<Conns>,
     accept: Option<JoinHandle<()>>,
+    reaper: Option<JoinHandle<()>>,
 }
 
 /// Serves `store` as `export` on `endpoint` from background threads.
@@ -197,11 +153,22 @@ pub fn serve<S: BlockStore>(
         .name("nbd-accept".into())
         .spawn(move || accept_loop(listener, store, shape, gate, stop2, conns2))
         .map_err(|e| Error::io("cannot start the NBD accept thread", e))?;
+    let (stop3, conns3) = (stopping.clone(), conns.clone());
+    let reaper = std::thread::Builder::new()
+        .name("nbd-reaper".into())
+        .spawn(move || {
+            while !stop3.load(Ordering::SeqCst) {
+                std::thread::park_timeout(Duration::from_millis(250));
+                conns3.reap(limits.negotiation_limit);
+            }
+        })
+        .ok();
     Ok(Server {
         local,
         stopping,
         conns,
         accept: Some(accept),
+        reaper,
     })
 }
 
@@ -226,15 +193,16 @@ fn accept_loop<S: BlockStore>(
         if stopping.load(Ordering::SeqCst) {
             return;
         }
-        let Some(id) = conns.admit(&stream, shape.limits.max_connections) else {
+        let Some(adm) = conns.admit(&stream, shape.limits.max_connections) else {
             continue;
         };
+        let id = adm.id;
         let (store, shape, conns2) = (store.clone(), shape.clone(), conns.clone());
         let gate = gate.clone();
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
-                serve_one(stream, store, shape, gate);
+                serve_one(stream, store, shape, gate, &adm.negotiating);
                 conns2.leave(id);
             });
         if spawned.is_err() {
@@ -244,13 +212,22 @@ fn accept_loop<S: BlockStore>(
 }
 
 /// One connection: negotiation under a timeout, then transmission.
-fn serve_one<S: BlockStore>(mut stream: Stream, store: Arc<S>, shape: Shape, gate: Arc<Budget>) {
+fn serve_one<S: BlockStore>(
+    mut stream: Stream,
+    store: Arc<S>,
+    shape: Shape,
+    gate: Arc<Budget>,
+    negotiating: &AtomicBool,
+) {
     let t = Some(shape.limits.handshake_timeout);
     if stream.set_read_timeout(t).is_err() || stream.set_write_timeout(t).is_err() {
         return;
     }
     match negotiate(&mut stream, &shape) {
-        Ok(Outcome::Transmission(sess)) => transmission::run(stream, store, shape, sess, gate),
+        Ok(Outcome::Transmission(sess)) => {
+            negotiating.store(false, Ordering::Relaxed);
+            transmission::run(stream, store, shape, sess, gate)
+        }
         Ok(Outcome::Aborted) | Err(_) => stream.shutdown(),
     }
 }
@@ -278,6 +255,10 @@ impl Server {
             Endpoint::Tcp(a) => wake_tcp(a),
         };
         let _ = accept.join();
+        if let Some(r) = self.reaper.take() {
+            r.thread().unpark();
+            let _ = r.join();
+        }
         self.conns.close_all();
         if let Endpoint::Unix(p) = &self.local {
             let _ = std::fs::remove_file(p);

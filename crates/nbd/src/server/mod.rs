@@ -2,7 +2,9 @@
 //! fixed newstyle negotiation only.
 //!
 //! - `listener.rs` accepts connections (at most [`Limits::max_connections`]
-//!   at once; more are closed at once) and stops the server;
+//!   at once; more are closed at once) and stops the server; `conns.rs`
+//!   tracks them and cuts off negotiations longer than
+//!   [`Limits::negotiation_limit`];
 //! - `handshake.rs` runs the negotiation, `options.rs` parses option
 //!   payloads and `optreply.rs` builds the option replies;
 //! - `request.rs` parses and checks transmission requests,
@@ -15,6 +17,7 @@
 //! hostile client can only end its own connection.
 
 mod budget;
+mod conns;
 mod handshake;
 mod listener;
 mod options;
@@ -73,6 +76,9 @@ pub struct Limits {
     pub max_options: u32,
     /// How long the negotiation may wait on the client at each step.
     pub handshake_timeout: Duration,
+    /// How long a whole negotiation may last (a client dripping its
+    /// options is cut off).
+    pub negotiation_limit: Duration,
     /// How long a reply may wait for the client to read it.
     pub write_timeout: Duration,
 }
@@ -89,6 +95,7 @@ impl Default for Limits {
             max_option: 16 << 10,
             max_options: 256,
             handshake_timeout: Duration::from_secs(10),
+            negotiation_limit: Duration::from_secs(30),
             write_timeout: Duration::from_secs(60),
         }
     }

@@ -11,6 +11,10 @@ use super::{serve, Endpoint, Export, Limits, Server};
 use crate::proto::{cmd, err, opt, IHAVEOPT, REQUEST_MAGIC, SIMPLE_REPLY_MAGIC};
 
 fn server(dir: &std::path::Path) -> (Server, std::path::PathBuf) {
+    server_with(dir, Limits::default())
+}
+
+fn server_with(dir: &std::path::Path, limits: Limits) -> (Server, std::path::PathBuf) {
     let path = dir.join("s.sock");
     let store = Arc::new(MemStore(Mutex::new(vec![0u8; 1 << 20])));
     let export = Export {
@@ -19,13 +23,7 @@ fn server(dir: &std::path::Path) -> (Server, std::path::PathBuf) {
         read_only: false,
         allow_trim: false,
     };
-    let s = serve(
-        &Endpoint::Unix(path.clone()),
-        store,
-        export,
-        Limits::default(),
-    )
-    .unwrap();
+    let s = serve(&Endpoint::Unix(path.clone()), store, export, limits).unwrap();
     (s, path)
 }
 
@@ -233,6 +231,50 @@ fn structured_reads_and_block_status() {
         (flags, typ, cookie, d.len()),
         (reply::FLAG_DONE, reply::NONE, 5, 0)
     );
+    s.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_dripping_negotiation_is_cut_off() {
+    let dir = std::env::temp_dir().join(format!("ck-nbd-d-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let limits = Limits {
+        negotiation_limit: std::time::Duration::from_millis(600),
+        ..Limits::default()
+    };
+    let (s, path) = server_with(&dir, limits);
+    let mut c = UnixStream::connect(&path).unwrap();
+    let mut hello = [0u8; 18];
+    c.read_exact(&mut hello).unwrap();
+    let t = std::time::Instant::now();
+    // One byte every 100 ms: each step is well within the step timeout.
+    let mut cut = false;
+    // A valid start: flags, then an NBD_OPT_GO of 100 bytes, dripped.
+    let mut drip = vec![0u8, 0, 0, 3];
+    drip.extend(IHAVEOPT.to_be_bytes());
+    drip.extend(opt::GO.to_be_bytes());
+    drip.extend(100u32.to_be_bytes());
+    drip.extend([0u8; 40]);
+    for b in drip {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if c.write_all(&[b]).is_err() {
+            cut = true;
+            break;
+        }
+    }
+    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    cut = cut || c.read(&mut [0u8; 1]).map(|n| n == 0).unwrap_or(true);
+    assert!(cut, "the connection was not cut off");
+    // Cut off by the limit (0.6 s, checked every 0.25 s), long before the
+    // drip would end (6 s).
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    // Others still get in.
+    drop(connect(&path));
     s.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
