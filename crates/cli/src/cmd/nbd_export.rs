@@ -15,7 +15,7 @@ use crate::state::NbdState;
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct NbdArgs {
     /// Also export the decrypted volume over NBD at unix:PATH or
-    /// tcp:ADDR:PORT (qemu, nbdcopy, nbd-client, nbdkit can connect).
+    /// tcp:ADDR:PORT (qemu, nbdcopy, nbdinfo, the kernel's nbd-client connect).
     /// Needs --keep process (the default): the daemon that accepts
     /// connections never holds the key. Anyone who can connect reads and
     /// writes the plaintext: a unix socket is created mode 0600; a TCP
