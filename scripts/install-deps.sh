@@ -7,7 +7,7 @@ pkgs=(
   fuse3                                      # fusermount3, /dev/fuse users
   util-linux e2fsprogs                       # losetup, mount, mkfs.ext4, e2fsck
   cryptsetup-bin                             # oracle: luksFormat/luksDump/--test-passphrase on image files
-  qemu-utils                                 # oracle: qemu-img LUKS1
+  qemu-utils                                 # oracle: qemu-img LUKS1; qemu-nbd (NBD client tests)
   libnbd-bin nbdkit                          # NBD clients (nbdinfo, nbdcopy) and peer (tests/e2e/nbd_export.sh, scripts/bench-nbd.sh)
   qemu-system-x86 linux-image-amd64 busybox-static cpio kmod xz-utils   # the kernel harness (tests/kernel)
   gocryptfs                                  # overlay oracle

@@ -16,7 +16,6 @@
 //! ([`Writes::Whole`]): a stop before it ends the child with nothing
 //! written, one after it waits until the header is whole.
 
-use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use cryptkeep_luks::BlockIo;
@@ -146,12 +145,12 @@ pub fn run_isolated(writes: Writes, verb: impl FnOnce() -> CliResult) -> CliResu
 /// and writes only while the command that asked for them still runs (see
 /// the module documentation). Outside a key-work child it is the file.
 pub struct HeaderIo {
-    file: File,
+    file: crate::store::Store,
     writing: AtomicBool,
 }
 
 /// Wraps the file a key-work verb writes its header to.
-pub fn header_io(file: File) -> HeaderIo {
+pub fn header_io(file: crate::store::Store) -> HeaderIo {
     HeaderIo {
         file,
         writing: AtomicBool::new(false),
@@ -159,8 +158,8 @@ pub fn header_io(file: File) -> HeaderIo {
 }
 
 impl std::ops::Deref for HeaderIo {
-    type Target = File;
-    fn deref(&self) -> &File {
+    type Target = crate::store::Store;
+    fn deref(&self) -> &crate::store::Store {
         &self.file
     }
 }

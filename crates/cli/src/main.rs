@@ -15,6 +15,7 @@ mod procid;
 mod rundir;
 mod size;
 mod state;
+mod store;
 mod volid;
 
 use clap::{Parser, Subcommand};

@@ -1,12 +1,13 @@
 //! The Network Block Device protocol (NBD's `doc/proto.md`), for cryptkeep:
-//! the wire constants shared by the server that exports a volume and the
-//! client that keeps a volume's ciphertext on an NBD server, and the
-//! [`server`]: fixed newstyle negotiation, structured replies,
-//! `base:allocation`, several requests in flight per connection, over unix
-//! or TCP sockets, for any [`server::BlockStore`].
+//! the wire constants ([`proto`]); the [`server`] that exports a volume
+//! (fixed newstyle negotiation, structured replies, `base:allocation`,
+//! several requests in flight per connection, over unix or TCP sockets, for
+//! any [`server::BlockStore`]); and the [`client::Client`] that keeps a
+//! volume's ciphertext on an NBD server.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+pub mod client;
 mod error;
 pub mod proto;
 pub mod server;

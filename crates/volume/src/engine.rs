@@ -2,12 +2,12 @@
 //! byte-addressed store. The I/O operations live in `read.rs`, `write.rs`
 //! and `maintain.rs`.
 
-use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::backing::Backing;
 use crate::direct::Direct;
-use crate::io::{backing_len, read_exact};
+use crate::io::{as_file, backing_len, read_exact};
 use crate::locks::StripeLocks;
 use crate::parallel::{for_each_chunk, ParallelConfig};
 use crate::{Error, SectorCrypt};
@@ -20,8 +20,8 @@ use crate::{Error, SectorCrypt};
 ///
 /// All operations take `&self` and may run concurrently from many threads.
 pub struct Engine {
-    pub(crate) file: File,
-    /// The backing store opened for direct reads, where that pays.
+    pub(crate) backing: Backing,
+    /// The backing file opened for direct reads, where that pays.
     pub(crate) direct: Direct,
     pub(crate) data_offset: u64,
     pub(crate) size: u64,
@@ -42,12 +42,13 @@ pub(crate) enum Dir {
 
 impl Engine {
     /// Opens the data segment `[data_offset, data_offset + data_size)` of
-    /// `backing` (opened read-write unless `read_only`). Fails with
+    /// `backing` (a [`std::fs::File`], opened read-write unless
+    /// `read_only`, or a [`Backing`]). Fails with
     /// [`Error::Geometry`] when the sector size is not 512, 1024, 2048 or
     /// 4096, `data_size` is not a whole number of sectors, or the backing
     /// store is shorter than the segment.
     pub fn new(
-        backing: File,
+        backing: impl Into<Backing>,
         data_offset: u64,
         data_size: u64,
         crypt: Arc<dyn SectorCrypt>,
@@ -69,6 +70,7 @@ impl Engine {
                 "data segment at {data_offset} of {data_size} bytes overflows"
             ))
         })?;
+        let backing = backing.into();
         let have = backing_len(&backing)?;
         if have < end {
             return Err(Error::Geometry(format!(
@@ -77,8 +79,8 @@ impl Engine {
             )));
         }
         Ok(Engine {
-            direct: Direct::open(&backing),
-            file: backing,
+            direct: as_file(&backing).map(Direct::open).unwrap_or_default(),
+            backing,
             data_offset,
             size: data_size,
             sector_size: ss,
@@ -96,7 +98,7 @@ impl Engine {
     pub(crate) fn read_backing(&self, buf: &mut [u8], pos: u64) -> Result<(), Error> {
         match self.direct.read(buf, pos) {
             Some(r) => r,
-            None => read_exact(&self.file, buf, pos),
+            None => read_exact(&self.backing, buf, pos),
         }
     }
 

@@ -32,7 +32,7 @@ fn seek(file: &std::fs::File, pos: u64, whence: i32) -> io::Result<Option<u64>> 
 
 /// The allocation map of `[offset, offset + len)` of the data segment. A
 /// backing store that cannot answer (a block device, a file system without
-/// `SEEK_DATA`) is all data. Holes read as zeros only when the engine reads
+/// `SEEK_DATA`, a backing device) is all data. Holes read as zeros only when the engine reads
 /// them so ([`Engine::set_holes_read_as_zero`]).
 pub(crate) fn extents(e: &Engine, offset: u64, len: u64) -> Result<Vec<Extent>, Error> {
     let all_data = vec![Extent {
@@ -47,18 +47,22 @@ pub(crate) fn extents(e: &Engine, offset: u64, len: u64) -> Result<Vec<Extent>, 
     let ss = e.sector_size as u64;
     let up = |x: u64| x.div_ceil(ss) * ss;
     let down = |x: u64| x / ss * ss;
+    // A backing device (an NBD export) tells no holes: all data.
+    let Some(file) = crate::io::as_file(&e.backing) else {
+        return Ok(all_data);
+    };
     let zero = e.holes_read_as_zero();
     let base = e.data_offset;
     let mut out: Vec<Extent> = Vec::new();
     let mut pos = offset;
     while pos < end && out.len() < MAX_EXTENTS {
-        let data_at = match seek(&e.file, base + pos, libc::SEEK_DATA) {
+        let data_at = match seek(file, base + pos, libc::SEEK_DATA) {
             Ok(d) => d.map(|d| d - base),
             Err(_) => return Ok(all_data),
         };
         let (run_end, hole) = match data_at {
             Some(d) if d <= pos => {
-                let hole_at = match seek(&e.file, base + pos, libc::SEEK_HOLE) {
+                let hole_at = match seek(file, base + pos, libc::SEEK_HOLE) {
                     Ok(Some(h)) => h - base,
                     _ => return Ok(all_data),
                 };

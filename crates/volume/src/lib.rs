@@ -29,6 +29,7 @@
 
 mod auth_crypt;
 mod authenticated;
+mod backing;
 mod crypt;
 mod direct;
 mod engine;
@@ -50,6 +51,7 @@ mod write;
 
 pub use auth_crypt::{AuthCrypt, SectorFill};
 pub use authenticated::{AuthVolume, FailureHook};
+pub use backing::{Backing, BackingDevice};
 pub use crypt::{SectorCrypt, Staging};
 pub use engine::Engine;
 pub use error::Error;

@@ -8,7 +8,7 @@ use crate::Error;
 impl Engine {
     /// Makes every completed write durable: `fdatasync` of the backing store.
     pub fn flush(&self) -> Result<(), Error> {
-        sync_data(&self.file)
+        sync_data(&self.backing)
     }
 
     /// Writes zeros (encrypted, like any data) over `[off, off + len)`: what
@@ -67,6 +67,6 @@ impl Engine {
             exclusive_at: [None, None],
             all_exclusive: true,
         });
-        punch_hole(&self.file, self.data_offset + first, end - first)
+        punch_hole(&self.backing, self.data_offset + first, end - first)
     }
 }

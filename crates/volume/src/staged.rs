@@ -74,7 +74,7 @@ impl Engine {
         range: std::ops::Range<usize>,
     ) -> Result<(), Error> {
         let pos = self.data_offset + sector * self.sector_size as u64;
-        read_exact(&self.file, &mut st.buf()[range.clone()], pos)?;
+        read_exact(&self.backing, &mut st.buf()[range.clone()], pos)?;
         let ss = self.sector_size;
         if !self.holes_read_as_zero() {
             return st.decrypt(sector, range);

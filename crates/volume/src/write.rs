@@ -72,7 +72,7 @@ impl Engine {
                 }
                 st.buf()[skip..skip + buf.len()].copy_from_slice(buf);
                 st.encrypt(first, 0..span)?;
-                write_all(&self.file, &st.buf()[..span], pos)
+                write_all(&self.backing, &st.buf()[..span], pos)
             })?;
             return Ok(buf.len());
         }
@@ -82,7 +82,7 @@ impl Engine {
             }
             sc[skip..skip + buf.len()].copy_from_slice(buf);
             self.crypt_run(Dir::Encrypt, first, sc)?;
-            write_all(&self.file, sc, pos)?;
+            write_all(&self.backing, sc, pos)?;
             Ok(buf.len())
         })
     }
@@ -90,7 +90,7 @@ impl Engine {
     /// Reads and decrypts whole sectors starting at `sector` into `buf`.
     fn read_sectors(&self, sector: u64, buf: &mut [u8]) -> Result<(), Error> {
         let pos = self.data_offset + sector * self.sector_size as u64;
-        read_exact(&self.file, buf, pos)?;
+        read_exact(&self.backing, buf, pos)?;
         self.decrypt_small(sector, buf)
     }
 }

@@ -1,15 +1,15 @@
 //! Options and helpers shared by the verbs: key-file options, the crypto
 //! backend, opening a volume's header (attached or `--header`), loading it.
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, ValueEnum};
 use cryptkeep_crypto::Backend;
-use cryptkeep_luks::{Luks, LuksVersion};
+use cryptkeep_luks::{BlockIo, Luks, LuksVersion};
 
 use crate::exit::{from_luks, CliError, CliResult};
 use crate::passphrase::KeySource;
+use crate::store::Store;
 
 /// `--key-file`, `--keyfile-size`, `--keyfile-offset` (cryptsetup's).
 #[derive(ClapArgs, Debug, Clone, Default)]
@@ -91,35 +91,19 @@ pub fn place(volume: &Path, header: Option<&Path>) -> String {
     }
 }
 
-/// Opens a file or device, read-write when `write`.
-pub fn open_file(path: &Path, write: bool, what: &str) -> CliResult<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(write)
-        .open(path)
-        .map_err(|e| {
-            let mut err = CliError::io(
-                format!("cannot open the {what}"),
-                path.display().to_string(),
-                &e,
-            );
-            if e.kind() == std::io::ErrorKind::NotFound {
-                err.hint = format!("check the path of the {what}");
-            }
-            err
-        })
-}
+pub use crate::store::open_file;
 
-/// Opens where the header lives: `--header FILE`, else the volume itself.
-pub fn open_header(volume: &Path, header: Option<&Path>, write: bool) -> CliResult<File> {
+/// Opens where the header lives: `--header FILE`, else the volume itself
+/// (a path or an NBD URI).
+pub fn open_header(volume: &Path, header: Option<&Path>, write: bool) -> CliResult<Store> {
     match header {
-        Some(h) => open_file(h, write, "header file"),
-        None => open_file(volume, write, "volume"),
+        Some(h) => crate::store::open(h, write, "header file"),
+        None => crate::store::open(volume, write, "volume"),
     }
 }
 
 /// Loads the LUKS header from `io`, printing recovery notices to stderr.
-pub fn load(io: &File, place: &str) -> CliResult<Luks> {
+pub fn load(io: &dyn BlockIo, place: &str) -> CliResult<Luks> {
     let loaded = Luks::load(io).map_err(|e| from_luks(e, place))?;
     for n in &loaded.notices {
         eprintln!("cryptkeep: notice: {n} ({place})");
@@ -137,6 +121,21 @@ pub fn warn(msg: &str) {
 /// but cryptkeep keeps it simple and safe).
 pub fn refuse_if_open(volume: &Path, allow: bool) -> CliResult<()> {
     if allow {
+        return Ok(());
+    }
+    if crate::store::is_nbd(volume) {
+        // An NBD export is the same volume when its URI is.
+        let uri = volume.display().to_string();
+        for st in crate::state::list_visible()? {
+            if st.volume == uri && st.daemon_alive() {
+                return Err(CliError::new(
+                    crate::exit::Code::Busy,
+                    format!("volume is open as {}", st.name),
+                    uri,
+                    format!("close it first: cryptkeep close {}", st.name),
+                ));
+            }
+        }
         return Ok(());
     }
     let Ok(id) = crate::volid::VolumeId::of_path(volume) else {

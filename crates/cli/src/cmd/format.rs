@@ -88,17 +88,36 @@ pub struct Args {
 const LUKS_MAGIC: &[u8; 6] = b"LUKS\xba\xbe";
 
 fn has_luks_magic(path: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(path) else {
+    let Ok(s) = crate::store::open(path, false, "volume") else {
         return false;
     };
     let mut b = [0u8; 6];
-    std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 0).is_ok() && &b == LUKS_MAGIC
+    cryptkeep_luks::BlockIo::read_at(&s, &mut b, 0).is_ok() && &b == LUKS_MAGIC
+}
+
+/// Whether the volume (or header file) is there: a path that exists, or an
+/// NBD export (always there; its server decides).
+fn exists(path: &Path) -> bool {
+    crate::store::is_nbd(path) || path.exists()
 }
 
 /// Creates (or grows) the image file to `size` bytes; returns whether it
-/// was created by us.
+/// was created by us. An NBD export keeps the size its server gives it.
 fn prepare_file(path: &Path, size: Option<u64>) -> CliResult<bool> {
     let shown = path.display().to_string();
+    if crate::store::is_nbd(path) {
+        let have = device_size(path)?;
+        return match size {
+            Some(s) if s != have => Err(CliError::usage(
+                format!(
+                    "the NBD export has {have} bytes; its server sets the size, not --size {s}"
+                ),
+                shown,
+                "leave out --size, or resize the export on the server",
+            )),
+            _ => Ok(false),
+        };
+    }
     match std::fs::metadata(path) {
         Ok(md) => {
             if let Some(s) = size {
@@ -150,9 +169,8 @@ fn prepare_file(path: &Path, size: Option<u64>) -> CliResult<bool> {
 }
 
 fn device_size(path: &Path) -> CliResult<u64> {
-    use std::io::{Seek, SeekFrom};
-    let mut f = common::open_file(path, false, "volume")?;
-    f.seek(SeekFrom::End(0))
+    crate::store::open(path, false, "volume")?
+        .size()
         .map_err(|e| CliError::io("cannot size the volume", path.display().to_string(), &e))
 }
 
@@ -176,6 +194,13 @@ pub fn run(a: Args) -> CliResult {
                 "authenticated encryption needs LUKS2",
                 "--integrity",
                 "use --type luks2",
+            ))
+        }
+        Some(_) if crate::store::is_nbd(&a.volume) => {
+            return Err(CliError::usage(
+                "authenticated (--integrity) volumes cannot live on an NBD server yet",
+                "--integrity",
+                "leave out --integrity, or format a local image file",
             ))
         }
         Some(i) => Some(format_auth::spec(&a.cipher, i)?),
@@ -256,7 +281,7 @@ pub fn run(a: Args) -> CliResult {
 
     // Confirm before touching anything that exists.
     let target = a.header.as_deref().unwrap_or(&a.volume);
-    if target.exists() {
+    if exists(target) {
         let q = if has_luks_magic(target) {
             format!("WARNING!\n========\nThis will overwrite the existing LUKS header on {} irrevocably: its keyslots and data become unreadable.", target.display())
         } else {

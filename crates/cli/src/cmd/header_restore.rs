@@ -56,12 +56,9 @@ pub fn run(a: Args) -> CliResult {
             a.batch_mode,
         )?;
     }
-    let size = {
-        use std::io::{Seek, SeekFrom};
-        let mut f = &io;
-        f.seek(SeekFrom::End(0))
-            .map_err(|e| CliError::io("cannot size the volume", &place, &e))?
-    };
+    let size = io
+        .size()
+        .map_err(|e| CliError::io("cannot size the volume", &place, &e))?;
     if a.header.is_none() && size < len {
         return Err(CliError::new(
             Code::NotFound,

@@ -20,7 +20,8 @@ use crate::volid::VolumeId;
 /// Options of `open`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// The image file or block device.
+    /// The image file or block device, or an NBD export
+    /// (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
     pub volume: PathBuf,
     /// The name to open it under (state in $CRYPTKEEP_RUN_DIR/NAME).
     pub name: String,
@@ -55,6 +56,10 @@ pub struct Args {
     /// Crypto backend for the sector cipher.
     #[arg(long = "crypto-backend", value_enum, default_value = "accelerated")]
     pub crypto_backend: BackendArg,
+    /// NBD volumes: how long the server may stay unreachable before I/O
+    /// fails with EIO (the client reconnects and re-sends meanwhile).
+    #[arg(long = "nbd-timeout", value_name = "SECONDS", default_value_t = crate::store::DEFAULT_NBD_TIMEOUT)]
+    pub nbd_timeout: u64,
     /// Where the volume key lives: in a separate, sandboxed key process
     /// (process, the default) or in the I/O daemon itself (inline).
     #[arg(long, value_enum, default_value = "process")]
@@ -113,6 +118,13 @@ pub(crate) fn claim(st: &State) -> CliResult<()> {
                 return Err(open_elsewhere(st, &other));
             }
         }
+    } else if crate::store::is_nbd(std::path::Path::new(&st.volume)) {
+        // An NBD export is the same volume when its URI is.
+        for other in state::list()? {
+            if other.volume == st.volume && other.daemon_alive() {
+                return Err(open_elsewhere(st, &other));
+            }
+        }
     }
     state::make_name_dir(&st.name)?;
     state::save(st)
@@ -165,21 +177,30 @@ pub fn run(a: Args) -> CliResult {
         a.allow_discards,
         a.keep == KeepArg::Inline,
     )?;
+    crate::store::set_nbd_timeout(a.nbd_timeout);
     let place = common::place(&a.volume, a.header.as_deref());
+    // The header is read and closed before the data device opens: an NBD
+    // server may take one client at a time (qemu-nbd's default).
     let hdr = common::open_header(&a.volume, a.header.as_deref(), false)?;
-    // The data device must open too (read-write unless --read-only); what
-    // it is decides whether it is open already.
-    let data = common::open_file(&a.volume, !a.read_only, "volume")?;
-    let volume_id = VolumeId::of_file(&data).map_err(|e| {
-        CliError::io(
-            "cannot check the volume",
-            a.volume.display().to_string(),
-            &e,
-        )
-    })?;
-    drop(data);
     let luks = common::load(&hdr, &place)?;
     drop(hdr);
+    // The data device must open too (read-write unless --read-only); what
+    // it is decides whether it is open already (an NBD export: its URI).
+    let data = crate::store::open(&a.volume, !a.read_only, "volume")?;
+    let volume_id = match data.as_file() {
+        Some(f) => Some(VolumeId::of_file(f).map_err(|e| {
+            CliError::io(
+                "cannot check the volume",
+                a.volume.display().to_string(),
+                &e,
+            )
+        })?),
+        None => None,
+    };
+    let vol_size = data
+        .size()
+        .map_err(|e| CliError::io("cannot size the volume", a.volume.display().to_string(), &e))?;
+    drop(data);
     match (a.kind, luks.version()) {
         (Some(TypeArg::Luks1), LuksVersion::V1)
         | (Some(TypeArg::Luks2), LuksVersion::V2)
@@ -196,6 +217,13 @@ pub fn run(a: Args) -> CliResult {
     }
     common::check_data_clear_of_header(&luks, &a.volume, a.header.as_deref(), &place)?;
     let payload = if luks.is_authenticated() {
+        if crate::store::is_nbd(&a.volume) {
+            return Err(CliError::usage(
+                "authenticated (--integrity) volumes cannot live on an NBD server yet",
+                place,
+                "copy the image to a local file (nbdcopy URI FILE) and open that",
+            ));
+        }
         if a.allow_discards {
             return Err(CliError::usage(
                 "an authenticated volume cannot pass discards down (a discarded sector would fail its tag, as with dm-crypt)",
@@ -219,13 +247,6 @@ pub fn run(a: Args) -> CliResult {
             ));
         }
         let seg = luks.segment().map_err(|e| from_luks(e, &place))?;
-        let vol_size = {
-            use std::io::{Seek, SeekFrom};
-            let mut f = common::open_file(&a.volume, false, "volume")?;
-            f.seek(SeekFrom::End(0)).map_err(|e| {
-                CliError::io("cannot size the volume", a.volume.display().to_string(), &e)
-            })?
-        };
         let ss = seg.sector_size as u64;
         let data_size = match seg.size {
             Some(s) => s,
@@ -285,7 +306,7 @@ pub fn run(a: Args) -> CliResult {
         uuid: luks.uuid().to_string(),
         size: data_size,
         keep: None,
-        volume_id: Some(volume_id),
+        volume_id,
         nbd: None,
     };
     // The keep is started by the process that serves (the daemon, or this

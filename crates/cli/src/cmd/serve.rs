@@ -164,7 +164,8 @@ pub fn start(
                 }
             };
             after_unlock()?;
-            let data = common::open_file(&ctx.volume, !read_only, "volume")?;
+            // The daemon makes its own connection to an NBD server.
+            let data = crate::store::open_served(&ctx.volume, !read_only)?.into_backing();
             let engine =
                 Engine::new(data, seg.offset, data_size, crypt, read_only).map_err(|e| {
                     daemon_err(

@@ -6,6 +6,7 @@ mod bench_engine;
 mod ciphertext;
 mod common;
 mod concurrency;
+mod device;
 mod extents;
 mod limits;
 mod roundtrip;

@@ -1,0 +1,26 @@
+//! The NBD client: a volume's ciphertext on an NBD server.
+//!
+//! - `uri.rs`: libnbd's URIs (`nbd://HOST[:PORT]/EXPORT`,
+//!   `nbd+unix:///EXPORT?socket=PATH`);
+//! - `handshake.rs`: fixed newstyle, structured replies, `NBD_OPT_GO`
+//!   with block sizes;
+//! - `wire.rs`, `reply.rs`: requests, and replies checked and reassembled;
+//! - `conn.rs`: one connection; `pool.rs`: several;
+//! - `session.rs`: [`Client`], with reconnect and the replay of un-flushed
+//!   writes (`unflushed.rs`);
+//! - `backing.rs`: the client as the volume engine's backing device and as
+//!   the LUKS header code's `BlockIo`.
+
+mod backing;
+mod conn;
+mod handshake;
+mod pool;
+mod reply;
+mod session;
+mod unflushed;
+mod uri;
+mod wire;
+
+pub use handshake::ExportInfo;
+pub use session::{Client, Options};
+pub use uri::{Transport, Uri, DEFAULT_PORT};
