@@ -34,8 +34,8 @@ fn spin_window() -> Duration {
     Duration::from_micros(us)
 }
 
-/// The longest a caller waits awake after waking a sleeping worker; how
-/// long it really does follows its recent waits (`spin.rs`).
+/// How long a caller waits awake after waking a sleeping worker (the
+/// ceiling of its budget when budgets adapt, `spin.rs`).
 const WAKE_SPIN: Duration = Duration::from_micros(200);
 
 /// Busy-polling without yielding lasts this long.

@@ -3,7 +3,7 @@
 //! producer, single consumer; indices on their own cache lines) and one
 //! data slot per queue. One request covers a whole FUSE request (up to the
 //! slot size); as many are in flight as there are queues. Waiting sides spin
-//! for as long as recent waits say pays (`spin.rs`), then sleep on a futex. The keep checks every descriptor
+//! briefly (`spin.rs`), then sleep on a futex. The keep checks every descriptor
 //! ([`serve`]); the I/O side ([`Client`]) notices a dead keep.
 
 mod arena;

@@ -32,10 +32,9 @@ pub trait Handler: Send + Sync {
 
 /// The longest a worker keeps polling after its last request before it
 /// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default 50 µs); past
-/// the first microseconds it yields the CPU between polls. How long it
-/// really polls follows how soon requests have been coming (`spin.rs`):
-/// on a busy machine, or between a file system's sparse requests, it
-/// sleeps at once rather than take the CPU from the thread it waits for.
+/// the first microseconds it yields the CPU between polls. With
+/// `CRYPTKEEP_KEEP_SPIN_ADAPT=1` how long it really polls follows how soon
+/// requests have been coming (`spin.rs`).
 fn spin_window() -> Duration {
     let us = std::env::var("CRYPTKEEP_KEEP_SPIN_US")
         .ok()
@@ -172,9 +171,9 @@ impl Worker {
         }
     }
 
-    /// Serves until `stop`. Between requests the worker polls for up to
-    /// its spin budget (at most `spin`; see `spin.rs`), yielding the CPU
-    /// past the first microseconds, then sleeps on its doorbell.
+    /// Serves until `stop`. Between requests the worker polls for its spin
+    /// budget (`spin`, or less when it adapts; see `spin.rs`), yielding the
+    /// CPU past the first microseconds, then sleeps on its doorbell.
     fn run(mut self, stop: &AtomicBool, spin: Duration) {
         let mut budget = SpinBudget::new(super::client::HOT_SPIN * 4, spin);
         let mut last_work = Instant::now();
