@@ -11,5 +11,6 @@ pub mod client;
 mod error;
 pub mod proto;
 pub mod server;
+mod stream;
 
 pub use error::Error;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::stream::Stream;
+use crate::stream::Stream;
 
 /// One live connection.
 struct Conn {

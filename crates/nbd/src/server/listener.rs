@@ -19,8 +19,8 @@ use cryptkeep_volume::BlockStore;
 use super::budget::Budget;
 use super::conns::Conns;
 use super::handshake::{negotiate, Outcome};
-use super::stream::Stream;
 use super::{transmission, Export, Limits, Shape};
+use crate::stream::Stream;
 use crate::Error;
 
 /// Where the server listens.

@@ -25,7 +25,6 @@ mod optreply;
 mod pool;
 mod reply;
 mod request;
-mod stream;
 mod transmission;
 
 use std::time::Duration;

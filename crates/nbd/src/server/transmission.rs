@@ -15,8 +15,8 @@ use super::budget::Budget;
 use super::pool::Pool;
 use super::reply::{self, block_status, error_reply, read_head, seal_read, simple, wire_errno};
 use super::request::{check, Cmd, Header, HEADER};
-use super::stream::Stream;
 use super::{Session, Shape, ALLOC_ID};
+use crate::stream::Stream;
 
 /// The smallest cost of a request against the in-flight budget, so a
 /// flood of zero-length requests is bounded too.

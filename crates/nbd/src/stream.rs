@@ -1,4 +1,5 @@
-//! [`Stream`]: one accepted connection, over a unix or a TCP socket.
+//! [`Stream`]: one connection, over a unix or a TCP socket: accepted by
+//! the server, or made by the client.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -38,6 +39,12 @@ impl Stream {
             Stream::Unix(s) => s.set_read_timeout(t),
             Stream::Tcp(s) => s.set_read_timeout(t),
         }
+    }
+
+    /// Read and write timeouts (`None`: wait forever).
+    pub(crate) fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
     }
 
     /// Write timeout (`None`: wait forever).
