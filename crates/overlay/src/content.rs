@@ -443,17 +443,20 @@ impl ContentCipher {
     /// With a key holder that seals in its own buffer: seals `plaintext`
     /// (consecutive blocks from `first_block`, the last may be partial)
     /// there and hands the bytes to `write(bytes, at)`, `at` their offset
-    /// from the start of `prefix`, which goes first: large runs in two
-    /// halves on two threads (two writes), as
-    /// [`ContentCipher::encrypt_blocks_into`]. `None` when the blocks are
-    /// sealed here, or a piece would not fit the holder's buffer: the
-    /// caller then seals into a buffer of its own.
+    /// from the start of `prefix`, which goes first. With `split`, large
+    /// runs go in two halves on two threads (two writes, in either order),
+    /// as [`ContentCipher::encrypt_blocks_into`]; the caller allows that
+    /// only where a crash between the two cannot leave a block or the
+    /// header torn. `None` when the blocks are sealed here, or a piece
+    /// would not fit the holder's buffer: the caller then seals into a
+    /// buffer of its own.
     pub fn seal_and_write(
         &self,
         first_block: u64,
         file_id: &FileId,
         prefix: &[u8],
         plaintext: &[u8],
+        split: bool,
         write: &(dyn Fn(&[u8], usize) -> Result<()> + Sync),
     ) -> Option<Result<()>> {
         let Engine::Held(h) = &self.engine else {
@@ -463,7 +466,7 @@ impl ContentCipher {
         if nblocks == 0 {
             return None;
         }
-        if nblocks >= PARALLEL_MIN_BLOCKS && parallel() {
+        if split && nblocks >= PARALLEL_MIN_BLOCKS && parallel() {
             let half = nblocks / 2;
             let (p1, p2) = plaintext.split_at(half * PLAIN_BS);
             if p1.len() > h.seal_max(prefix.len()) || p2.len() > h.seal_max(0) {

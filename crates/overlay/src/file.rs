@@ -141,8 +141,10 @@ impl CipherFile {
     }
 
     /// Encrypts and writes consecutive plaintext blocks from `block` on
-    /// (the last may be partial) with one `pwrite`; into an empty file the
-    /// new header goes with block 0 in the same `pwrite`. `clen` is the
+    /// (the last may be partial) with one `pwrite` (with a key holder, a
+    /// large run inside the file or appended to it may go as two, one per
+    /// half, each from the keep's slot); into an empty file the new header
+    /// goes with block 0 in the same `pwrite`. `clen` is the
     /// cipher length as the caller knows it (never more than the file's),
     /// moved past what this writes.
     ///
@@ -182,7 +184,13 @@ impl CipherFile {
                     .write_all_at(bytes, off + at as u64)
                     .map_err(|e| Error::io("write", &self.path, e))
             };
-            c.seal_and_write(block, &h.id, prefix, data, &write_at)
+            // Two writes in either order only where a crash between them
+            // tears nothing: inside the file (each block is old or new),
+            // or appended to a file whose header is there (a missing first
+            // half reads as a hole). Not with the header, and not over the
+            // last block when the file grows: that one write goes whole.
+            let split = end <= *clen || (append && !with_header);
+            c.seal_and_write(block, &h.id, prefix, data, split, &write_at)
         } else {
             None
         };

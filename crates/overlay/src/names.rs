@@ -198,14 +198,13 @@ impl NameCipher {
     fn decrypt_raw(&self, cipher: &str, iv: &[u8; 16]) -> Result<Vec<u8>> {
         let mut bin = self.decode_raw(cipher)?;
         self.eme_apply(false, iv, &mut bin)?;
-        let plain = unpad(cipher, bin)?;
-        self.remember(iv, &plain, cipher);
-        Ok(plain)
+        unpad(cipher, bin)
     }
 
     /// Puts a pair in the cache, if there is one. Only pairs the cipher
-    /// made or checked arrive here: decoding is canonical and the padding
-    /// strict, so `plain` encrypts back to exactly `cipher`.
+    /// made, or decrypted into a valid name, arrive here: decoding is
+    /// canonical and the padding strict, so `plain` encrypts back to
+    /// exactly `cipher`.
     fn remember(&self, iv: &[u8; 16], plain: &[u8], cipher: &str) {
         if let Some(c) = &self.cache {
             c.put(iv, plain, cipher);
@@ -270,10 +269,12 @@ impl NameCipher {
     /// Decrypts an encrypted (not hashed) name; the result is a valid name.
     pub fn decrypt_name(&self, cipher: &str, iv: &DirIv) -> Result<Vec<u8>> {
         let plain = match self.mode {
-            NameMode::Plain => cipher.as_bytes().to_vec(),
+            NameMode::Plain => return valid_plain(cipher, cipher.as_bytes().to_vec()),
             NameMode::Eme { .. } => self.decrypt_raw(cipher, &iv.0)?,
         };
-        valid_plain(cipher, plain)
+        let plain = valid_plain(cipher, plain)?;
+        self.remember(&iv.0, &plain, cipher);
+        Ok(plain)
     }
 
     /// [`NameCipher::decrypt_name`] for several names of one directory, in
@@ -301,9 +302,9 @@ impl NameCipher {
             .iter()
             .zip(decoded)
             .map(|(c, d)| {
-                let plain = unpad(c, d?)?;
+                let plain = valid_plain(c, unpad(c, d?)?)?;
                 self.remember(&iv.0, &plain, c);
-                valid_plain(c, plain)
+                Ok(plain)
             })
             .collect()
     }

@@ -6,19 +6,8 @@
 
 use std::io;
 
+use crate::holes::Extent;
 use crate::{AuthVolume, Engine, Error};
-
-/// One run of bytes with the same allocation state, as
-/// [`BlockStore::extents`] answers it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    /// Length in bytes.
-    pub len: u64,
-    /// Not allocated in the backing store (a hole).
-    pub hole: bool,
-    /// Reads as zeros.
-    pub zero: bool,
-}
 
 /// A device a transport can serve. Every method may run concurrently from
 /// many threads.

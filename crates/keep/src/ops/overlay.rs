@@ -62,8 +62,11 @@ fn handle_op(
             }
             INPUT.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
+                let input = &buf[OVERLAY_HEADER_LEN..in_len];
                 scratch.clear();
-                scratch.extend_from_slice(&buf[OVERLAY_HEADER_LEN..in_len]);
+                // Exact: the buffer never grows past the largest request.
+                scratch.reserve_exact(input.len());
+                scratch.extend_from_slice(input);
                 content_op(keys, op, arg, id.as_ref(), &scratch, buf)
             })
         }

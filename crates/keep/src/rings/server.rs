@@ -176,7 +176,12 @@ impl Worker {
     /// CPU past the first microseconds, then sleeps on its doorbell.
     fn run(mut self, stop: &AtomicBool, spin: Duration) {
         let mut budget = SpinBudget::new(super::client::HOT_SPIN * 4, spin);
+        // The end of the last request (for the budget), and when this
+        // round of polling began (after a request, or after a sleep that
+        // returned with nothing served: a timeout, or a queue whose
+        // completion ring its peer does not empty).
         let mut last_work = Instant::now();
+        let mut polling_since = last_work;
         let mut slept = false;
         let mut polls = 0u32;
         while !stop.load(Ordering::Relaxed) {
@@ -189,11 +194,7 @@ impl Worker {
                 }
                 slept = false;
                 last_work = Instant::now();
-                continue;
-            }
-            if slept {
-                // Woken with nothing to do (a timeout): sleep again.
-                self.sleep(stop);
+                polling_since = last_work;
                 continue;
             }
             polls = polls.wrapping_add(1);
@@ -201,7 +202,7 @@ impl Worker {
                 std::hint::spin_loop();
                 continue;
             }
-            let idle = last_work.elapsed();
+            let idle = polling_since.elapsed();
             if idle < budget.get() {
                 if idle > super::client::HOT_SPIN * 4 {
                     std::thread::yield_now();
@@ -210,6 +211,7 @@ impl Worker {
             }
             self.sleep(stop);
             slept = true;
+            polling_since = Instant::now();
         }
     }
 
@@ -231,13 +233,17 @@ impl Worker {
             .store(0, Ordering::SeqCst);
     }
 
+    /// Whether a queue has a request this worker could serve now: one
+    /// whose completion ring is full (a peer that does not take its
+    /// answers; ours never lets it fill) does not count, so such a peer
+    /// gets the 100 ms sleep, not a worker polling for it without pause.
     fn any_pending(&self) -> bool {
+        let depth = self.arena.config().depth as u32;
         self.queues.iter().enumerate().any(|(i, &q)| {
-            let tail = self
-                .arena
-                .word(self.arena.queue_off(q))
-                .load(Ordering::SeqCst);
-            tail != self.sq_head[i]
+            let off = self.arena.queue_off(q);
+            let tail = self.arena.word(off).load(Ordering::SeqCst);
+            let cq_head = self.arena.word(off + 192).load(Ordering::SeqCst);
+            tail != self.sq_head[i] && self.cq_tail[i].wrapping_sub(cq_head) < depth
         })
     }
 

@@ -257,7 +257,7 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
             Ok(())
         };
         held.content()
-            .seal_and_write(2, &id, prefix, &plain, &write)
+            .seal_and_write(2, &id, prefix, &plain, true, &write)
             .expect("fits the slot")
             .unwrap();
         let f = file.into_inner().unwrap();
@@ -273,15 +273,27 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
         // The in-process cipher seals into a buffer of the caller's.
         assert!(local
             .content()
-            .seal_and_write(2, &id, prefix, &plain, &|_, _| Ok(()))
+            .seal_and_write(2, &id, prefix, &plain, true, &|_, _| Ok(()))
             .is_none());
     }
+    // Not split when the caller says a crash between two writes could tear
+    // something: one write of the whole run.
+    let plain = vec![3u8; 70 * 4096];
+    let writes = std::sync::atomic::AtomicUsize::new(0);
+    held.content()
+        .seal_and_write(0, &id, &[], &plain, false, &|_, _| {
+            writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        })
+        .expect("70 blocks fit a 512 KiB slot")
+        .unwrap();
+    assert_eq!(writes.into_inner(), 1);
     // Larger than a slot: declined.
     let (_, small, _) = setup(InitOptions::default(), 64 << 10);
     let big = vec![1u8; 40 * 4096];
     assert!(small
         .content()
-        .seal_and_write(0, &id, &[], &big, &|_, _| Ok(()))
+        .seal_and_write(0, &id, &[], &big, true, &|_, _| Ok(()))
         .is_none());
 }
 
