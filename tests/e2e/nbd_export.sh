@@ -162,4 +162,16 @@ step "close stops the server and removes the socket"
 "$CK" close nv
 [ ! -e "$sock" ] || fail "close left $sock"
 nbdinfo --size "$uri" >/dev/null 2>&1 && fail "the export still answers after close"
+
+step "a stale socket at the path is replaced; a file or a symlink there is left alone"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$sock"
+"$CK" open "$vol" nv2 --key-file "$W/pass" --nbd "unix:$sock" --no-loop >/dev/null
+nbdinfo --size "nbd+unix:///nv2?socket=$sock" >/dev/null || fail "no export over a stale socket"
+"$CK" close nv2
+[ ! -e "$sock" ] || fail "close left $sock"
+echo keep > "$W/victim"
+ln -s "$W/victim" "$sock"
+expect_fail 5 "is taken" "$CK" open "$vol" nv3 --key-file "$W/pass" --nbd "unix:$sock" --no-loop
+[ -L "$sock" ] && [ "$(cat "$W/victim")" = keep ] || fail "the symlink or its target was touched"
+rm "$sock"
 echo "nbd_export: all passed"

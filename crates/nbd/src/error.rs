@@ -18,7 +18,9 @@ pub enum Error {
     },
     /// An endpoint is not `unix:PATH` or `tcp:ADDR:PORT`.
     Endpoint(String),
-    /// A unix socket path is already served by a live process.
+    /// A unix socket path is taken: a live process listens there, or it
+    /// is not a stale socket of this user (a file, a symlink, another
+    /// user's socket), which is never removed.
     InUse(String),
     /// The URI is not one the client understands.
     Uri {
@@ -144,7 +146,7 @@ impl fmt::Display for Error {
             ),
             Error::InUse(s) => write!(
                 f,
-                "{s} is a socket another process is listening on; choose another path"
+                "{s} is taken (a process listens there, or it is not a stale socket of this user): choose another path"
             ),
             Error::Uri { uri, reason } => write!(f, "bad NBD URI {uri:?}: {reason}"),
             Error::Unreachable { server, source } => {

@@ -154,12 +154,8 @@ pub fn uri(ep: &Endpoint, export: &str) -> String {
 /// Removes the unix socket a dead daemon left.
 pub fn remove_stale_socket(st: &NbdState) {
     if let Some(p) = st.endpoint.strip_prefix("unix:") {
-        let p = Path::new(p);
-        let is_socket = std::fs::symlink_metadata(p)
-            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            .unwrap_or(false);
-        if is_socket && std::os::unix::net::UnixStream::connect(p).is_err() {
-            let _ = std::fs::remove_file(p);
+        if let Ok(place) = cryptkeep_nbd::server::SocketPath::open(Path::new(p)) {
+            let _ = place.remove_stale();
         }
     }
 }

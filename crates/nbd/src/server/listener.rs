@@ -5,7 +5,6 @@
 use std::fmt;
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -19,6 +18,7 @@ use cryptkeep_volume::BlockStore;
 use super::budget::Budget;
 use super::conns::Conns;
 use super::handshake::{negotiate, Outcome};
+use super::sockpath::{SocketId, SocketPath};
 use super::{transmission, Export, Limits, Shape};
 use crate::stream::Stream;
 use crate::Error;
@@ -65,9 +65,17 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// A unix socket this server bound, removed at shutdown only if the name
+/// still holds it.
+#[derive(Debug)]
+struct Bound {
+    place: SocketPath,
+    id: SocketId,
+}
+
 /// A bound listening socket.
 enum Listener {
-    Unix(UnixListener, PathBuf),
+    Unix(UnixListener, Arc<Bound>),
     Tcp(TcpListener),
 }
 
@@ -79,23 +87,19 @@ impl Listener {
                 .map(Listener::Tcp)
                 .map_err(|e| Error::io(what, e)),
             Endpoint::Unix(p) => {
-                let l = match UnixListener::bind(p) {
+                let io_err = |e| Error::io(what.clone(), e);
+                let place = SocketPath::open(p).map_err(io_err)?;
+                let (l, id) = match place.bind() {
                     Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                        let stale = std::fs::symlink_metadata(p)
-                            .is_ok_and(|m| m.file_type().is_socket())
-                            && UnixStream::connect(p).is_err();
-                        if !stale {
+                        if !place.remove_stale().map_err(io_err)? {
                             return Err(Error::InUse(p.display().to_string()));
                         }
-                        std::fs::remove_file(p).map_err(|e| Error::io(what.clone(), e))?;
-                        UnixListener::bind(p)
+                        place.bind()
                     }
                     r => r,
                 }
-                .map_err(|e| Error::io(what.clone(), e))?;
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
-                    .map_err(|e| Error::io(what, e))?;
-                Ok(Listener::Unix(l, p.clone()))
+                .map_err(io_err)?;
+                Ok(Listener::Unix(l, Arc::new(Bound { place, id })))
             }
         }
     }
@@ -113,7 +117,7 @@ impl Listener {
     /// Where a local client reaches it (the port chosen for `:0`).
     fn local(&self) -> Endpoint {
         match self {
-            Listener::Unix(_, p) => Endpoint::Unix(p.clone()),
+            Listener::Unix(_, b) => Endpoint::Unix(b.place.path().to_path_buf()),
             Listener::Tcp(l) => match l.local_addr() {
                 Ok(a) => Endpoint::Tcp(a.to_string()),
                 Err(_) => Endpoint::Tcp(String::new()),
@@ -125,6 +129,7 @@ impl Listener {
 /// A running server: stop it with [`Server::stop`] (or by dropping it).
 pub struct Server {
     local: Endpoint,
+    bound: Option<Arc<Bound>>,
     stopping: Arc<AtomicBool>,
     conns: Arc<Conns>,
     accept: Option<JoinHandle<()>>,
@@ -144,6 +149,10 @@ pub fn serve<S: BlockStore>(
 ) -> Result<Server, Error> {
     let listener = Listener::bind(endpoint)?;
     let local = listener.local();
+    let bound = match &listener {
+        Listener::Unix(_, b) => Some(b.clone()),
+        Listener::Tcp(_) => None,
+    };
     let shape = Shape::of(&*store, export, limits);
     let stopping = Arc::new(AtomicBool::new(false));
     let conns = Arc::new(Conns::default());
@@ -165,6 +174,7 @@ pub fn serve<S: BlockStore>(
         .ok();
     Ok(Server {
         local,
+        bound,
         stopping,
         conns,
         accept: Some(accept),
@@ -260,8 +270,8 @@ impl Server {
             let _ = r.join();
         }
         self.conns.close_all();
-        if let Endpoint::Unix(p) = &self.local {
-            let _ = std::fs::remove_file(p);
+        if let Some(b) = &self.bound {
+            let _ = b.place.remove_if(b.id);
         }
     }
 }

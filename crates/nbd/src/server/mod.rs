@@ -11,7 +11,9 @@
 //!   `transmission.rs` runs them: one reader per connection, a small worker
 //!   pool, replies (`reply.rs`) serialized by a writer lock, and at most
 //!   [`Limits::in_flight_bytes`] of requests in flight per connection;
-//! - `budget.rs` is the in-flight byte budget.
+//! - `budget.rs` is the in-flight byte budget;
+//! - `sockpath.rs` binds, checks and removes a unix socket through its
+//!   parent directory's descriptor.
 //!
 //! Every length from the wire is checked before anything is allocated: a
 //! hostile client can only end its own connection.
@@ -25,12 +27,16 @@ mod optreply;
 mod pool;
 mod reply;
 mod request;
+// The crate's only unsafe code: the `*at` calls on the socket's directory.
+#[allow(unsafe_code)]
+mod sockpath;
 mod transmission;
 
 use std::time::Duration;
 
 pub use cryptkeep_volume::BlockStore;
 pub use listener::{serve, Endpoint, Server};
+pub use sockpath::{SocketId, SocketPath};
 
 use crate::proto::tflag;
 
