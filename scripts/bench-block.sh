@@ -17,8 +17,10 @@
 #   Every image file is fully allocated (fallocate) before it is measured, so the first
 #   run does not pay for the backing store's allocation.
 #   --backing DIR: the image files go into a work dir made in DIR (removed afterwards) instead
-#   of onto a tmpfs; page caches are dropped before each read test. The header names the
-#   backing store (file system type and device).
+#   of onto a tmpfs; page caches are dropped before each read test, and each fio write ends
+#   with an fsync of the device inside its time (fio --end_fsync=1), so a target that
+#   writes its image through the page cache is timed until its data is on the disk, as a
+#   direct-I/O loop's is. The header names the backing store (file system type and device).
 #   --only: a subset of the targets (cryptkeep first; it is the one the ratios are of)
 #   --with-inline: a fourth target, cryptkeep with --keep inline (the key in the I/O daemon),
 #   to compare the keep process against in-process crypto in the same run
@@ -47,7 +49,7 @@ done
 base=${CK_BASE:-}
 if [ -n "$base" ]; then
   [ -x "$base" ] || { echo "bench-block: CK_BASE=$base is not an executable" >&2; exit 1; }
-  targets+=(cryptkeep-base)
+  [[ " ${targets[*]} " == *" cryptkeep-base "* ]] || targets+=(cryptkeep-base)
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 ck=${CK:-$root/target/release/cryptkeep}
@@ -74,7 +76,8 @@ if has loop; then blk_plain_loop raw $size_mib; loop_dev=$blk_dev; fi
 if has bindfs; then blk_bindfs bindfs $size_mib; bind_dev=$blk_dev; fi
 if has gocryptfs; then blk_gocryptfs gocryptfs $size_mib $w/pass; goc_dev=$blk_dev; fi
 
-fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib 10)"; } # dev rw -> MiB/s
+# On a disk, writes are timed until they are durable (see blk_fio).
+fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib 10 ${backing:+durable})"; } # dev rw -> MiB/s
 dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   local m=$w/mnt-dd
   # no lazy init: its background zeroing would race the timed write
@@ -130,4 +133,4 @@ for target in "${targets[@]}"; do
   for k in write read dd ddwarm hdparm; do row+=" $k [${res[$target,$k]% }]"; done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${load:+; under load: stress-ng --cpu $(nproc)})"
+echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)})"

@@ -229,11 +229,15 @@ blk_qsd_luks() {
     blk_dev=$(losetup -f --show "$export_file"); } && blk_loops+=("$blk_dev")
 }
 
-# blk_fio DEV read|write SIZE_MiB RUNTIME_S: sequential 1 MiB blocks, iodepth 64, libaio,
-# direct, two jobs on the two halves of the device; prints MiB/s.
+# blk_fio DEV read|write SIZE_MiB RUNTIME_S [durable]: sequential 1 MiB blocks, iodepth 64,
+# libaio, direct, two jobs on the two halves of the device; prints MiB/s. With "durable", a
+# write ends with an fsync of the device that the time includes (--end_fsync=1): what a
+# target kept in a page cache below the device must then reach the disk within the time.
 blk_fio() {
+  local durable=()
+  [ "${5:-}" = durable ] && [ "$2" = write ] && durable=(--end_fsync=1)
   fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
-    --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting \
+    --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting "${durable[@]}" \
     --output-format=json 2>/dev/null |
     python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$2']['bw_bytes'] / 1048576, 2))"
 }

@@ -61,8 +61,6 @@ const HUGE: usize = 2 << 20;
 const READERS: usize = 3;
 /// Alignment of a direct read's buffer, offset and length.
 const ALIGN: usize = 4096;
-/// `TMPFS_MAGIC` and `RAMFS_MAGIC` from linux/magic.h.
-const IN_MEMORY: [i64; 2] = [0x0102_1994, 0x8584_58f6];
 
 /// Chunk buffers alive in the process.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -553,7 +551,9 @@ pub(crate) fn chunk_blocks(cbs: u64) -> u64 {
 
 /// A direct descriptor on `file`, if direct reads are to be used on it.
 fn open_direct(file: &File) -> Option<Arc<File>> {
-    if std::env::var("CRYPTKEEP_DIRECT_READS").is_ok_and(|v| v.trim() == "0") || in_memory(file) {
+    if std::env::var("CRYPTKEEP_DIRECT_READS").is_ok_and(|v| v.trim() == "0")
+        || crate::sys::in_memory(file)
+    {
         return None;
     }
     direct_descriptor(file)
@@ -567,18 +567,6 @@ fn direct_descriptor(file: &File) -> Option<Arc<File>> {
         .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .ok()
         .map(Arc::new)
-}
-
-/// Whether `f` lives on a file system in memory.
-fn in_memory(f: &File) -> bool {
-    // SAFETY: an all-zero statfs is a valid value to be overwritten.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatfs writes into `st`, which lives across the call; the fd
-    // is borrowed from `f`.
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
-        return true;
-    }
-    IN_MEMORY.contains(&(st.f_type as i64))
 }
 
 /// Reads directly until `buf` is full or end of file (a read that ends

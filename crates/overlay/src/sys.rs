@@ -15,6 +15,23 @@ fn cpath(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
+/// `TMPFS_MAGIC` and `RAMFS_MAGIC` from linux/magic.h.
+const IN_MEMORY: [i64; 2] = [0x0102_1994, 0x8584_58f6];
+
+/// Whether `f` lives on a file system in memory (tmpfs, ramfs), where
+/// reading ahead or around the page cache buys nothing. Unknown counts as
+/// in memory.
+pub fn in_memory(f: impl AsFd) -> bool {
+    // SAFETY: an all-zero statfs is a valid value to be overwritten.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes into `st`, which lives across the call; the fd
+    // is borrowed for the call (O_PATH descriptors are accepted).
+    if unsafe { libc::fstatfs(f.as_fd().as_raw_fd(), &mut st) } != 0 {
+        return true;
+    }
+    IN_MEMORY.contains(&(st.f_type as i64))
+}
+
 /// The next data offset at or after `off` (`None` past the last data).
 pub fn seek_data(f: &std::fs::File, off: u64) -> io::Result<Option<u64>> {
     seek(f, off, libc::SEEK_DATA)
