@@ -141,6 +141,85 @@ pub fn hold(pid: i32, start: Option<u64>) -> Result<Checked, Liveness> {
     }
 }
 
+/// A process being waited for until it has exited whole, held by a pidfd
+/// (see [`Exiting::wait`]).
+pub struct Exiting {
+    pid: i32,
+    fd: Option<OwnedFd>,
+}
+
+/// Holds `pid` if it runs this binary, or is a leader that has exited while
+/// other threads of it are still ending (its `/proc/PID/exe` is unreadable
+/// then); `None` for anything else. The pidfd is opened before the check,
+/// so what is waited for is what was checked even if the pid is reused.
+pub fn hold_exiting(pid: i32) -> Option<Exiting> {
+    if pid <= 0 {
+        return None;
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    let fd = if raw >= 0 {
+        // SAFETY: raw was just returned by pidfd_open and is owned by nothing else.
+        Some(unsafe { OwnedFd::from_raw_fd(raw) })
+    } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return None;
+    } else {
+        None
+    };
+    let ours = matches!(runs_this_binary(pid), Ok(Ok(())))
+        || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false);
+    ours.then_some(Exiting { pid, fd })
+}
+
+impl Exiting {
+    /// The pid held.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Waits up to `timeout` for the process to have exited whole: every
+    /// thread gone, so every descriptor it held is closed. Returns whether
+    /// it has. Through the pidfd (readable only then); without one (Linux
+    /// < 5.3), by polling `/proc`.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        let Some(fd) = &self.fd else {
+            while crate::state::pid_alive(self.pid) {
+                if std::time::Instant::now() >= end {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            return true;
+        };
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one pollfd that lives across the call.
+            let r = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            if r > 0 {
+                return true;
+            }
+            if r == 0 {
+                return false;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return !crate::state::pid_alive(self.pid);
+            }
+        }
+    }
+}
+
 impl Checked {
     /// Sends `sig` to the process (if it still exists).
     pub fn signal(&self, sig: i32) {
@@ -185,6 +264,25 @@ mod tests {
         assert!(matches!(check(me, None), Liveness::Unknown(_)));
         assert_eq!(check(i32::MAX, Some(start)), Liveness::Gone);
         assert_eq!(check(0, Some(start)), Liveness::Gone);
+    }
+
+    #[test]
+    fn a_child_running_this_binary_is_waited_for_until_it_exits() {
+        assert!(hold_exiting(0).is_none());
+        assert!(hold_exiting(1).is_none(), "init runs another program");
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--list", "--format", "terse"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        match hold_exiting(pid) {
+            // Held: the wait ends once it has exited (a zombie counts).
+            Some(e) => assert!(e.wait(std::time::Duration::from_secs(20))),
+            // It may already have exited (and not be this binary any more).
+            None => assert!(!matches!(runs_this_binary(pid), Ok(Ok(())))),
+        }
+        child.wait().unwrap();
     }
 
     #[test]

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +19,7 @@ use cryptkeep_volume::BlockStore;
 use super::budget::Budget;
 use super::conns::Conns;
 use super::handshake::{negotiate, Outcome};
-use super::sockpath::{SocketId, SocketPath};
+use super::sockpath::{self, SocketId, SocketPath};
 use super::{transmission, Export, Limits, Shape};
 use crate::stream::Stream;
 use crate::Error;
@@ -104,13 +105,25 @@ impl Listener {
         }
     }
 
-    fn accept(&self) -> io::Result<Stream> {
+    /// The next connection; `Ok(None)` for a unix peer that is neither
+    /// this user nor root (closed at once).
+    fn accept(&self) -> io::Result<Option<Stream>> {
         match self {
-            Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Unix(l, _) => l
+                .accept()
+                .map(|(s, _)| sockpath::peer_allowed(&s).then_some(Stream::Unix(s))),
             Listener::Tcp(l) => l.accept().map(|(s, _)| {
                 let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
+                Some(Stream::Tcp(s))
             }),
+        }
+    }
+
+    /// Wakes the accept loop blocked on this socket (see `sockpath.rs`).
+    fn wake(&self) {
+        match self {
+            Listener::Unix(l, _) => sockpath::wake_accept(l.as_fd()),
+            Listener::Tcp(l) => sockpath::wake_accept(l.as_fd()),
         }
     }
 
@@ -129,7 +142,9 @@ impl Listener {
 /// A running server: stop it with [`Server::stop`] (or by dropping it).
 pub struct Server {
     local: Endpoint,
-    bound: Option<Arc<Bound>>,
+    /// Shared with the accept loop; kept open here until the socket is
+    /// removed, so its inode cannot be reused before.
+    listener: Arc<Listener>,
     stopping: Arc<AtomicBool>,
     conns: Arc<Conns>,
     accept: Option<JoinHandle<()>>,
@@ -147,20 +162,16 @@ pub fn serve<S: BlockStore>(
     export: Export,
     limits: Limits,
 ) -> Result<Server, Error> {
-    let listener = Listener::bind(endpoint)?;
+    let listener = Arc::new(Listener::bind(endpoint)?);
     let local = listener.local();
-    let bound = match &listener {
-        Listener::Unix(_, b) => Some(b.clone()),
-        Listener::Tcp(_) => None,
-    };
     let shape = Shape::of(&*store, export, limits);
     let stopping = Arc::new(AtomicBool::new(false));
     let conns = Arc::new(Conns::default());
-    let (stop2, conns2) = (stopping.clone(), conns.clone());
+    let (stop2, conns2, listener2) = (stopping.clone(), conns.clone(), listener.clone());
     let gate = Arc::new(Budget::new(limits.store_calls.max(1)));
     let accept = std::thread::Builder::new()
         .name("nbd-accept".into())
-        .spawn(move || accept_loop(listener, store, shape, gate, stop2, conns2))
+        .spawn(move || accept_loop(&listener2, store, shape, gate, stop2, conns2))
         .map_err(|e| Error::io("cannot start the NBD accept thread", e))?;
     let (stop3, conns3) = (stopping.clone(), conns.clone());
     let reaper = std::thread::Builder::new()
@@ -174,7 +185,7 @@ pub fn serve<S: BlockStore>(
         .ok();
     Ok(Server {
         local,
-        bound,
+        listener,
         stopping,
         conns,
         accept: Some(accept),
@@ -183,7 +194,7 @@ pub fn serve<S: BlockStore>(
 }
 
 fn accept_loop<S: BlockStore>(
-    listener: Listener,
+    listener: &Listener,
     store: Arc<S>,
     shape: Shape,
     gate: Arc<Budget>,
@@ -192,7 +203,8 @@ fn accept_loop<S: BlockStore>(
 ) {
     loop {
         let stream = match listener.accept() {
-            Ok(s) => s,
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
             Err(_) if stopping.load(Ordering::SeqCst) => return,
             Err(_) => {
                 // EMFILE and the like: let connections end, then retry.
@@ -259,18 +271,20 @@ impl Server {
             return;
         };
         self.stopping.store(true, Ordering::SeqCst);
-        // Wake the accept loop with a connection of our own.
-        let _ = match &self.local {
-            Endpoint::Unix(p) => UnixStream::connect(p).map(drop),
-            Endpoint::Tcp(a) => wake_tcp(a),
-        };
+        // Wake the accept loop: shutdown(2) on the listening socket, never
+        // a connection by path (the name may have been replaced); a TCP
+        // listener also gets a connection of our own, in case.
+        self.listener.wake();
+        if let Endpoint::Tcp(a) = &self.local {
+            let _ = wake_tcp(a);
+        }
         let _ = accept.join();
         if let Some(r) = self.reaper.take() {
             r.thread().unpark();
             let _ = r.join();
         }
         self.conns.close_all();
-        if let Some(b) = &self.bound {
+        if let Listener::Unix(_, b) = &*self.listener {
             let _ = b.place.remove_if(b.id);
         }
     }

@@ -6,12 +6,15 @@
 //! removal) works on the last component through that descriptor with the
 //! `*at` calls and `AT_SYMLINK_NOFOLLOW`, so a parent swapped for a symlink
 //! or a socket swapped for another file between a check and an action
-//! cannot redirect the action elsewhere. Removal at shutdown takes away only
-//! the socket that this server bound (same device and inode).
+//! cannot redirect the action elsewhere; a path too long to reach through
+//! the descriptor is refused rather than walked again. Removal at shutdown
+//! takes away only the socket that this server bound (same device, inode
+//! and change time). Also here: the peer's user (`SO_PEERCRED`), and the
+//! `shutdown(2)` that wakes a blocked `accept`.
 
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Component, Path, PathBuf};
@@ -38,6 +41,9 @@ impl SocketPath {
     /// Opens the parent directory of `path`. The last component must be a
     /// plain name (not `..`, `.` or empty).
     pub fn open(path: &Path) -> io::Result<SocketPath> {
+        // Absolute, so that the path recorded for `close` is the same
+        // wherever that runs.
+        let path = &std::path::absolute(path)?;
         let name = match path.components().next_back() {
             Some(Component::Normal(n)) => n,
             _ => {
@@ -75,16 +81,20 @@ impl SocketPath {
         &self.path
     }
 
-    /// The path through the parent's descriptor (`/proc/self/fd/N/NAME`),
-    /// when it fits a socket address; else the path as given.
-    fn via_dir(&self) -> PathBuf {
+    /// The path through the parent's descriptor (`/proc/self/fd/N/NAME`);
+    /// an error when it does not fit a socket address (the path as given
+    /// would be walked again, through components others may change).
+    fn via_dir(&self) -> io::Result<PathBuf> {
         let p = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
             .join(OsStr::from_bytes(self.name.as_bytes()));
         // sun_path holds 108 bytes including the terminating NUL.
         if p.as_os_str().len() < 108 {
-            p
+            Ok(p)
         } else {
-            self.path.clone()
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the socket's file name is too long (at most 80 bytes)",
+            ))
         }
     }
 
@@ -103,15 +113,7 @@ impl SocketPath {
                 libc::AT_SYMLINK_NOFOLLOW,
             )
         };
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK && st.st_uid == me).then_some(
-            SocketId {
-                dev: st.st_dev,
-                ino: st.st_ino,
-                ctime: (st.st_ctime, st.st_ctime_nsec),
-            },
-        )
+        (r == 0).then_some(()).and_then(|()| own_socket_id(&st))
     }
 
     /// Removes the name if it is still the socket `id`.
@@ -129,12 +131,34 @@ impl SocketPath {
 
     /// Removes a stale socket: one of this user's that nobody listens on.
     /// Returns whether something was removed; anything else there (a live
-    /// socket, another user's, a file, a symlink) is left alone.
+    /// socket, another user's, a file, a symlink) is left alone. The name
+    /// is opened once (`O_PATH | O_NOFOLLOW`) and that very file is both
+    /// checked and connected to.
     pub fn remove_stale(&self) -> io::Result<bool> {
-        let Some(id) = self.own_socket() else {
+        // SAFETY: a directory descriptor we own and a NUL-terminated name;
+        // the result is checked.
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                self.name.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Ok(false);
+        }
+        // SAFETY: fd was just returned by openat and is owned by nothing else.
+        let file = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: an all-zero stat is a valid out buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat of a descriptor we own into a stat buffer.
+        if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } != 0 {
+            return Ok(false);
+        }
+        let Some(id) = own_socket_id(&st) else {
             return Ok(false);
         };
-        match UnixStream::connect(self.via_dir()) {
+        match UnixStream::connect(format!("/proc/self/fd/{}", file.as_raw_fd())) {
             Ok(_) => Ok(false),
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 self.remove_if(id).map(|()| true)
@@ -146,7 +170,7 @@ impl SocketPath {
     /// Binds a listening socket there and makes it mode 0600; returns it
     /// with the socket's identity (for [`SocketPath::remove_if`]).
     pub fn bind(&self) -> io::Result<(UnixListener, SocketId)> {
-        let l = UnixListener::bind(self.via_dir())?;
+        let l = UnixListener::bind(self.via_dir()?)?;
         let gone = || io::Error::other("the socket just bound is gone or was replaced");
         let bound = self.own_socket().ok_or_else(gone)?;
         // SAFETY: a directory descriptor we own and a NUL-terminated name;
@@ -173,6 +197,51 @@ impl SocketPath {
     }
 }
 
+/// The identity of `st` if it is a socket owned by this user.
+fn own_socket_id(st: &libc::stat) -> Option<SocketId> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    (st.st_mode & libc::S_IFMT == libc::S_IFSOCK && st.st_uid == me).then_some(SocketId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        ctime: (st.st_ctime, st.st_ctime_nsec),
+    })
+}
+
+/// Whether the peer of the unix socket `s` may use the export: it runs as
+/// this user or as root (`SO_PEERCRED`). Between `bind` and `chmod` a
+/// permissive umask leaves the socket open to others for a moment; a
+/// connection made then is refused here.
+pub(crate) fn peer_allowed(s: &UnixStream) -> bool {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt of SO_PEERCRED on a socket we borrow, into a ucred
+    // of the length passed; the result is checked.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    r == 0 && (cred.uid == me || cred.uid == 0)
+}
+
+/// Wakes a thread blocked in `accept` on listening socket `fd` (the call
+/// then fails), without connecting to anything by path.
+pub(crate) fn wake_accept(fd: BorrowedFd<'_>) {
+    // SAFETY: shutdown of a socket we borrow for the call; no memory.
+    unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+}
+
 fn cstring(s: &OsStr) -> io::Result<CString> {
     CString::new(s.as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte"))
@@ -181,6 +250,7 @@ fn cstring(s: &OsStr) -> io::Result<CString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
     fn scratch(tag: &str) -> PathBuf {
@@ -248,6 +318,33 @@ mod tests {
         assert!(!sp.remove_stale().unwrap());
         assert!(d.join("elsewhere/s").exists());
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_name_too_long_to_reach_through_the_directory_is_refused() {
+        let d = scratch("long");
+        let sp = SocketPath::open(&d.join("n".repeat(100))).unwrap();
+        assert!(sp.bind().is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn shutdown_wakes_a_blocked_accept() {
+        let d = scratch("wake");
+        let (l, _) = SocketPath::open(&d.join("s")).unwrap().bind().unwrap();
+        let l = std::sync::Arc::new(l);
+        let l2 = l.clone();
+        let t = std::thread::spawn(move || l2.accept().is_err());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        wake_accept(l.as_fd());
+        assert!(t.join().unwrap(), "accept ends with an error");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn this_user_is_an_allowed_peer() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert!(peer_allowed(&a));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! daemon serving the mount to exit.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args as ClapArgs;
 
@@ -38,44 +38,25 @@ pub fn run(a: Args) -> CliResult {
     let pid: Option<i32> = crate::rundir::read(&pid_file)
         .ok()
         .flatten()
-        .and_then(|b| String::from_utf8_lossy(&b).trim().parse().ok())
-        .filter(|&pid| is_cryptkeep(pid));
+        .and_then(|b| String::from_utf8_lossy(&b).trim().parse().ok());
+    // Held before the unmount, so the wait is for this very process.
+    let daemon = pid.and_then(crate::procid::hold_exiting);
     super::mount::unmount(&mp)?;
-    if let Some(pid) = pid {
-        let end = Instant::now() + Duration::from_secs(10);
-        while crate::state::pid_alive(pid) {
-            if Instant::now() >= end {
-                return Err(CliError::new(
-                    Code::Daemon,
-                    format!("unmounted, but its daemon (pid {pid}) did not exit"),
-                    mp.display().to_string(),
-                    format!(
-                        "look at {}; kill it: kill {pid}",
-                        common::log_path(&mp).display()
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+    if let Some(d) = daemon {
+        if !d.wait(Duration::from_secs(10)) {
+            let pid = d.pid();
+            return Err(CliError::new(
+                Code::Daemon,
+                format!("unmounted, but its daemon (pid {pid}) did not exit"),
+                mp.display().to_string(),
+                format!(
+                    "look at {}; kill it: kill {pid}",
+                    common::log_path(&mp).display()
+                ),
+            ));
         }
         let _ = std::fs::remove_file(&pid_file);
         let _ = std::fs::remove_file(common::log_path(&mp));
     }
     Ok(())
-}
-
-/// Whether process `pid` runs this binary (a stale pid file may name a
-/// reused pid; it is only waited for, never signalled).
-fn is_cryptkeep(pid: i32) -> bool {
-    pid > 0 && matches!(crate::procid::runs_this_binary(pid), Ok(Ok(())))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_this_binary_counts() {
-        // The test binary is this binary; pid 0 and init are not.
-        assert!(super::is_cryptkeep(std::process::id() as i32));
-        assert!(!super::is_cryptkeep(0));
-        assert!(!super::is_cryptkeep(1));
-    }
 }
