@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::io;
+use std::path::PathBuf;
 
 /// What can go wrong serving (or reaching) an NBD export.
 #[derive(Debug)]
@@ -87,6 +88,22 @@ pub enum Error {
     Unsupported(&'static str),
     /// The client's connection broke while talking to the server.
     Connection(io::Error),
+    /// A TLS certificate, key or CA file cannot be used.
+    TlsFile {
+        /// What the file was to hold ("certificate", "private key", ...).
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// TLS with the peer failed (the handshake, or the peer's certificate).
+    Tls {
+        /// The peer's address.
+        peer: String,
+        /// What failed.
+        reason: String,
+    },
     /// The server stayed unreachable for longer than the configured timeout.
     TimedOut {
         /// The server's address.
@@ -202,6 +219,12 @@ impl fmt::Display for Error {
             }
             Error::Unsupported(what) => write!(f, "the NBD export does not support {what}"),
             Error::Connection(e) => write!(f, "NBD connection failed: {e}"),
+            Error::TlsFile { what, path, reason } => write!(
+                f,
+                "cannot use the TLS {what} {}: {reason}",
+                path.display()
+            ),
+            Error::Tls { peer, reason } => write!(f, "TLS with {peer} failed: {reason}"),
             Error::TimedOut {
                 server,
                 seconds,

@@ -1,18 +1,24 @@
-//! [`Stream`]: one connection, over a unix or a TCP socket: accepted by
-//! the server, or made by the client.
+//! [`Stream`]: one connection, over a unix or a TCP socket, in plaintext
+//! or (after `NBD_OPT_STARTTLS`) over TLS: accepted by the server, or made
+//! by the client.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-/// A connected socket of either family.
+use crate::tls::TlsStream;
+
+/// A connected socket of either family, plain or under TLS.
 #[derive(Debug)]
 pub(crate) enum Stream {
     /// A unix-domain socket.
     Unix(UnixStream),
     /// A TCP socket (with `TCP_NODELAY`).
     Tcp(TcpStream),
+    /// A TLS session over one of the above (its handles share it).
+    Tls(TlsStream),
 }
 
 impl Stream {
@@ -21,6 +27,7 @@ impl Stream {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(s.clone()),
         })
     }
 
@@ -30,6 +37,10 @@ impl Stream {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => {
+                s.shutdown();
+                Ok(())
+            }
         };
     }
 
@@ -38,6 +49,10 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_read_timeout(t),
             Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => {
+                s.set_read_timeout(t);
+                Ok(())
+            }
         }
     }
 
@@ -52,6 +67,50 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_write_timeout(t),
             Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => {
+                s.set_write_timeout(t);
+                Ok(())
+            }
+        }
+    }
+
+    /// Switches the socket between blocking and non-blocking mode (for
+    /// every handle on it).
+    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
+        }
+    }
+
+    /// Reads from the socket through a shared reference (plain sockets
+    /// only; the TLS layer reads its records this way).
+    pub(crate) fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => (&*s).read(buf),
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
+        }
+    }
+
+    /// Writes to the socket through a shared reference (plain sockets
+    /// only; the TLS layer writes its records this way).
+    pub(crate) fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => (&*s).write(buf),
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
+        }
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.as_raw_fd(),
         }
     }
 }
@@ -61,6 +120,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -70,9 +130,13 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::handshake::{self, ExportInfo, Peer};
 use super::reply::{self, Expect};
+use super::secure;
 use super::uri::{Transport, Uri};
 use super::wire;
 use crate::proto::cmd;
@@ -99,19 +100,11 @@ impl Conn {
         // The handshake is bounded too: a server that accepts and says
         // nothing must not hang the caller.
         stream.set_timeouts(Some(handshake))?;
-        let mut w = stream.try_clone()?;
-        let mut r = BufReader::with_capacity(64 * 1024, stream);
-        let info = handshake::negotiate(
-            &mut Duplex {
-                r: &mut r,
-                w: &mut w,
-            },
-            &Peer {
-                server: &server,
-                export: &uri.export,
-            },
-        )
-        .map_err(|e| match e {
+        let peer = Peer {
+            server: &server,
+            export: &uri.export,
+        };
+        let timed_out = |e| match e {
             Error::Connection(io)
                 if matches!(
                     io.kind(),
@@ -124,7 +117,20 @@ impl Conn {
                 }
             }
             e => e,
-        })?;
+        };
+        // nbds: STARTTLS and the TLS handshake first.
+        let (stream, greeting) = secure::open(stream, uri, &peer, handshake).map_err(timed_out)?;
+        let mut w = stream.try_clone()?;
+        let mut r = BufReader::with_capacity(64 * 1024, stream);
+        let info = handshake::negotiate_after(
+            &mut Duplex {
+                r: &mut r,
+                w: &mut w,
+            },
+            &peer,
+            greeting,
+        )
+        .map_err(timed_out)?;
         w.set_timeouts(io_timeout)?;
         Ok(Conn {
             r,
@@ -210,10 +216,7 @@ const SOCKET_BUFFER: libc::c_int = 4 << 20;
 #[allow(unsafe_code)]
 fn grow_buffers(s: &Stream) {
     use std::os::fd::AsRawFd;
-    let fd = match s {
-        Stream::Tcp(t) => t.as_raw_fd(),
-        Stream::Unix(u) => u.as_raw_fd(),
-    };
+    let fd = s.as_raw_fd();
     for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
         let v: libc::c_int = SOCKET_BUFFER;
         // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&v`,

@@ -1,8 +1,9 @@
 //! The fixed-newstyle handshake: magic check, flags, structured replies,
 //! then `NBD_OPT_GO` asking for the export's size, flags and block sizes
 //! (`NBD_INFO_BLOCK_SIZE`). Servers without `NBD_OPT_GO` get
-//! `NBD_OPT_EXPORT_NAME`. Every length the server sends is bounded before
-//! it is used.
+//! `NBD_OPT_EXPORT_NAME`. With TLS, [`greet`] and [`starttls`] run on the
+//! plain socket first (see `secure.rs`), the rest inside TLS. Every length
+//! the server sends is bounded before it is used.
 
 use std::io::{Read, Write};
 
@@ -49,8 +50,23 @@ pub(crate) struct Peer<'a> {
     pub export: &'a str,
 }
 
+/// What the server's greeting settled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Greeting {
+    /// The server speaks fixed newstyle (options may be refused and retried).
+    fixed: bool,
+    /// Neither side sends the 124 zero bytes after `NBD_OPT_EXPORT_NAME`.
+    no_zeroes: bool,
+}
+
 /// Runs the handshake on `s` and enters transmission.
+#[cfg(test)]
 pub(crate) fn negotiate<S: Read + Write>(s: &mut S, peer: &Peer<'_>) -> Result<ExportInfo, Error> {
+    negotiate_after(s, peer, None)
+}
+
+/// Reads the server's greeting and answers it with the client's flags.
+pub(crate) fn greet<S: Read + Write>(s: &mut S, peer: &Peer<'_>) -> Result<Greeting, Error> {
     let magic = u64_of(s)?;
     if magic != proto::NBD_MAGIC {
         return Err(Error::protocol(format!(
@@ -79,6 +95,53 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, peer: &Peer<'_>) -> Result<E
         cflags |= client_flags::NO_ZEROES;
     }
     s.write_all(&cflags.to_be_bytes())?;
+    s.flush()?;
+    Ok(Greeting { fixed, no_zeroes })
+}
+
+/// `NBD_OPT_STARTTLS` as the first option (after [`greet`]): Ok once the
+/// server acknowledged it, when the TLS handshake must follow at once.
+/// A server that does not speak fixed newstyle, or refuses, fails: a
+/// client that asked for TLS never falls back to plaintext.
+pub(crate) fn starttls<S: Read + Write>(
+    s: &mut S,
+    peer: &Peer<'_>,
+    greeting: Greeting,
+) -> Result<(), Error> {
+    if !greeting.fixed {
+        return Err(Error::Tls {
+            peer: peer.server.into(),
+            reason: "the server does not speak fixed newstyle, so it cannot start TLS".into(),
+        });
+    }
+    send_option(s, opt::STARTTLS, &[])?;
+    let r = option_reply(s, opt::STARTTLS)?;
+    match r.kind {
+        rep::ACK if r.data.is_empty() => Ok(()),
+        rep::ACK => Err(Error::protocol("NBD_OPT_STARTTLS acknowledged with data")),
+        k if k & rep::FLAG_ERROR != 0 => Err(Error::Refused {
+            server: peer.server.into(),
+            what: "TLS (NBD_OPT_STARTTLS; the server may not be configured for TLS)".into(),
+            code: k,
+            message: message(&r.data),
+        }),
+        k => Err(Error::protocol(format!(
+            "unexpected reply {k} to NBD_OPT_STARTTLS"
+        ))),
+    }
+}
+
+/// Runs the rest of the handshake (the greeting first, unless `greeting`
+/// says it was done, before TLS) and enters transmission.
+pub(crate) fn negotiate_after<S: Read + Write>(
+    s: &mut S,
+    peer: &Peer<'_>,
+    greeting: Option<Greeting>,
+) -> Result<ExportInfo, Error> {
+    let Greeting { fixed, no_zeroes } = match greeting {
+        Some(g) => g,
+        None => greet(s, peer)?,
+    };
     if !fixed {
         return export_name(s, peer, no_zeroes, false);
     }
@@ -178,7 +241,9 @@ fn go<S: Read + Write>(
             }
             k if k & rep::FLAG_ERROR != 0 => {
                 let what = match k {
-                    rep::ERR_TLS_REQD => "the connection without TLS".to_string(),
+                    rep::ERR_TLS_REQD => {
+                        "the connection without TLS (it requires TLS: use nbds://)".to_string()
+                    }
                     rep::ERR_POLICY => format!("access to export {:?}", peer.export),
                     _ => format!("export {:?}", peer.export),
                 };

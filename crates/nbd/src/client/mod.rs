@@ -1,9 +1,10 @@
 //! The NBD client: a volume's ciphertext on an NBD server.
 //!
 //! - `uri.rs`: libnbd's URIs (`nbd://HOST[:PORT]/EXPORT`,
-//!   `nbd+unix:///EXPORT?socket=PATH`);
+//!   `nbd+unix:///EXPORT?socket=PATH`, and `nbds` for TLS);
 //! - `handshake.rs`: fixed newstyle, structured replies, `NBD_OPT_GO`
-//!   with block sizes;
+//!   with block sizes; `secure.rs`: `NBD_OPT_STARTTLS` and the TLS
+//!   handshake for `nbds` URIs;
 //! - `wire.rs`, `reply.rs`: requests, and replies checked and reassembled;
 //! - `conn.rs`: one connection; `pool.rs`: several;
 //! - `session.rs`: [`Client`], with reconnect and the replay of un-flushed
@@ -16,6 +17,7 @@ mod conn;
 mod handshake;
 mod pool;
 mod reply;
+mod secure;
 mod session;
 mod unflushed;
 mod uri;

@@ -1,13 +1,17 @@
 //! NBD URIs as libnbd's `nbd_connect_uri` spells them:
 //! `nbd://HOST[:PORT]/EXPORT` (TCP, port 10809 by default) and
-//! `nbd+unix:///EXPORT?socket=PATH` (a Unix socket). The export name is
-//! the path after the first `/`, percent-decoded; no path means the
-//! server's default export (""). TLS (`nbds`), vsock and ssh transports
-//! are refused with a clear error.
+//! `nbd+unix:///EXPORT?socket=PATH` (a Unix socket); `nbds://` and
+//! `nbds+unix://` require TLS, with libnbd's query parameters
+//! `tls-certificates=DIR`, `tls-verify-peer=false` and `tls-hostname=NAME`
+//! (see [`ClientTls`]). The export name is the path after the first `/`,
+//! percent-decoded; no path means the server's default export ("").
+//! Pre-shared keys (`tls-psk-file`, `tls-username`), vsock and ssh
+//! transports are refused with a clear error.
 
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::tls::ClientTls;
 use crate::Error;
 
 /// The IANA port of NBD.
@@ -37,6 +41,8 @@ pub struct Uri {
     pub transport: Transport,
     /// The export name ("" for the default export).
     pub export: String,
+    /// TLS settings (`nbds` schemes); `None`: plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Uri {
@@ -59,17 +65,22 @@ impl Uri {
         let (scheme, rest) = s.split_once("://").ok_or_else(|| {
             bad("expected nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH")
         })?;
-        let unix = match scheme.to_ascii_lowercase().as_str() {
-            "nbd" | "nbd+tcp" => false,
-            "nbd+unix" => true,
-            "nbds" | "nbds+tcp" | "nbds+unix" => return Err(bad(
-                "TLS (nbds) is not supported; use nbd:// or nbd+unix://, or tunnel the connection",
-            )),
+        let (unix, tls) = match scheme.to_ascii_lowercase().as_str() {
+            "nbd" | "nbd+tcp" => (false, false),
+            "nbd+unix" => (true, false),
+            "nbds" | "nbds+tcp" => (false, true),
+            "nbds+unix" => (true, true),
             "nbd+vsock" | "nbds+vsock" | "nbd+ssh" => {
                 return Err(bad("only the tcp and unix transports are supported"))
             }
-            _ => return Err(bad("unknown scheme; use nbd:// or nbd+unix://")),
+            _ => {
+                return Err(bad(
+                    "unknown scheme; use nbd://, nbds://, nbd+unix:// or nbds+unix://",
+                ))
+            }
         };
+        let mut settings = ClientTls::default();
+        let mut tls_param = None;
         let (before_query, query) = match rest.split_once('?') {
             Some((a, q)) => (a, Some(q)),
             None => (rest, None),
@@ -97,8 +108,34 @@ impl Uri {
                     let v = decode(v).ok_or_else(|| bad("bad percent-encoding in socket="))?;
                     socket = Some(PathBuf::from(v));
                 }
-                "tls" | "tls-certificates" | "tls-verify-peer" | "tls-psk-file"
-                | "tls-username" => return Err(bad("TLS options are not supported")),
+                "tls-certificates" => {
+                    let v = decode(v)
+                        .filter(|v| !v.is_empty())
+                        .ok_or_else(|| bad("tls-certificates= needs a directory"))?;
+                    settings.certificates = Some(PathBuf::from(v));
+                    tls_param = Some(k);
+                }
+                "tls-verify-peer" => {
+                    settings.verify_peer = match v.to_ascii_lowercase().as_str() {
+                        "true" | "1" | "yes" | "on" => true,
+                        "false" | "0" | "no" | "off" => false,
+                        _ => return Err(bad("tls-verify-peer= takes true or false")),
+                    };
+                    tls_param = Some(k);
+                }
+                "tls-hostname" => {
+                    let v = decode(v)
+                        .filter(|v| !v.is_empty())
+                        .ok_or_else(|| bad("tls-hostname= needs a name"))?;
+                    settings.hostname = Some(v);
+                    tls_param = Some(k);
+                }
+                "tls-psk-file" | "tls-username" => {
+                    return Err(bad(
+                        "TLS with pre-shared keys is not supported (rustls has no external \
+                         PSK); use certificates: tls-certificates=DIR",
+                    ))
+                }
                 other => return Err(bad(&format!("unknown query parameter {other:?}"))),
             }
         }
@@ -121,7 +158,16 @@ impl Uri {
                 host_port(authority).ok_or_else(|| bad("expected HOST[:PORT] after nbd://"))?;
             Transport::Tcp { host, port }
         };
-        Ok(Uri { transport, export })
+        if let (false, Some(p)) = (tls, tls_param) {
+            return Err(bad(&format!(
+                "{p}= needs TLS: write nbds:// or nbds+unix://"
+            )));
+        }
+        Ok(Uri {
+            transport,
+            export,
+            tls: tls.then_some(settings),
+        })
     }
 
     /// The server's address for messages: `HOST:PORT` or the socket path.
@@ -136,12 +182,39 @@ impl Uri {
 
 impl fmt::Display for Uri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.transport {
-            Transport::Tcp { .. } => write!(f, "nbd://{}/{}", self.server(), self.export),
+        let s = if self.tls.is_some() { "s" } else { "" };
+        let mut sep = match &self.transport {
+            Transport::Tcp { .. } => {
+                write!(f, "nbd{s}://{}/{}", self.server(), self.export)?;
+                '?'
+            }
             Transport::Unix { path } => {
-                write!(f, "nbd+unix:///{}?socket={}", self.export, path.display())
+                write!(
+                    f,
+                    "nbd{s}+unix:///{}?socket={}",
+                    self.export,
+                    path.display()
+                )?;
+                '&'
+            }
+        };
+        if let Some(t) = &self.tls {
+            let mut param = |f: &mut fmt::Formatter<'_>, kv: String| {
+                let r = write!(f, "{sep}{kv}");
+                sep = '&';
+                r
+            };
+            if let Some(d) = &t.certificates {
+                param(f, format!("tls-certificates={}", d.display()))?;
+            }
+            if !t.verify_peer {
+                param(f, "tls-verify-peer=false".into())?;
+            }
+            if let Some(h) = &t.hostname {
+                param(f, format!("tls-hostname={h}"))?;
             }
         }
+        Ok(())
     }
 }
 
@@ -204,6 +277,7 @@ mod tests {
                 port,
             },
             export: export.into(),
+            tls: None,
         }
     }
 
@@ -247,7 +321,10 @@ mod tests {
     #[test]
     fn bad_uris_say_why() {
         for (s, why) in [
-            ("nbds://h/x", "TLS"),
+            ("nbds://h/x?tls-psk-file=/k", "pre-shared"),
+            ("nbds://h/x?tls-username=u", "pre-shared"),
+            ("nbds://h/x?tls-verify-peer=maybe", "true or false"),
+            ("nbd://h/x?tls-certificates=/d", "nbds"),
             ("nbd+vsock:///x", "transports"),
             ("http://h/x", "scheme"),
             ("nbd:h", "expected"),
@@ -262,7 +339,7 @@ mod tests {
             ("nbd://h/x%zz", "percent"),
             ("nbd://h/x%ff", "percent"),
             ("nbd://h/x?foo=1", "unknown query"),
-            ("nbd://h/x?tls=on", "TLS"),
+            ("nbd://h/x?tls=on", "unknown query"),
             ("nbd://h/x#f", "fragment"),
         ] {
             let e = Uri::parse(s).unwrap_err().to_string();
@@ -283,8 +360,36 @@ mod tests {
     }
 
     #[test]
+    fn tls_uris() {
+        let u = Uri::parse("nbds://h:99/x?tls-certificates=/etc/pki/x%20y").unwrap();
+        let t = u.tls.unwrap();
+        assert_eq!(
+            t.certificates.as_deref(),
+            Some(std::path::Path::new("/etc/pki/x y"))
+        );
+        assert!(t.verify_peer && t.hostname.is_none());
+        let u =
+            Uri::parse("NBDS+UNIX:///x?socket=/s&tls-verify-peer=false&tls-hostname=srv").unwrap();
+        assert_eq!(u.transport, Transport::Unix { path: "/s".into() });
+        let t = u.tls.unwrap();
+        assert!(!t.verify_peer && t.certificates.is_none());
+        assert_eq!(t.hostname.as_deref(), Some("srv"));
+        assert_eq!(
+            Uri::parse("nbds+tcp://h/x").unwrap().tls,
+            Some(ClientTls::default())
+        );
+        assert!(Uri::parse("nbd://h/x").unwrap().tls.is_none());
+    }
+
+    #[test]
     fn display_round_trips() {
-        for s in ["nbd://h:10809/x", "nbd+unix:///x?socket=/s"] {
+        for s in [
+            "nbd://h:10809/x",
+            "nbd+unix:///x?socket=/s",
+            "nbds://h:10809/x",
+            "nbds://h:10809/x?tls-certificates=/d&tls-verify-peer=false",
+            "nbds+unix:///x?socket=/s&tls-certificates=/d&tls-hostname=n",
+        ] {
             assert_eq!(Uri::parse(s).unwrap().to_string(), s);
         }
     }

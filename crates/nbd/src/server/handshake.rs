@@ -10,6 +10,7 @@ use crate::Error;
 use super::options::{parse_info, parse_meta, selects_alloc};
 use super::optreply::{ack, error, infos, meta_context, server};
 use super::{Session, Shape, ALLOC_ID};
+use crate::tls::TlsMode;
 
 /// Option payloads above this are not even drained: the connection closes.
 const DRAIN_LIMIT: u32 = 16 << 20;
@@ -21,6 +22,30 @@ pub(crate) enum Outcome {
     Transmission(Session),
     /// The client aborted (`NBD_OPT_ABORT`).
     Aborted,
+    /// `NBD_OPT_STARTTLS` was acknowledged: the TLS handshake comes next,
+    /// then [`options`] again inside TLS.
+    StartTls,
+}
+
+/// A negotiation under way: what the greeting settled and what the
+/// options did so far.
+#[derive(Debug)]
+pub(crate) struct Nego {
+    no_zeroes: bool,
+    sess: Session,
+    /// TLS is up on the connection.
+    tls: bool,
+    /// Options handled so far (bounded over the whole negotiation).
+    options: u32,
+}
+
+impl Nego {
+    /// TLS is now up: what was negotiated before it (in plaintext, open to
+    /// tampering) is forgotten.
+    pub(crate) fn tls_started(&mut self) {
+        self.tls = true;
+        self.sess = Session::default();
+    }
 }
 
 fn read_array<const N: usize>(r: &mut impl Read) -> io::Result<[u8; N]> {
@@ -46,12 +71,21 @@ fn drain(r: &mut impl Read, n: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs the negotiation on `io` for the export `shape`.
+/// Runs the whole negotiation on `io` for the export `shape` (in
+/// plaintext: it ends at `NBD_OPT_STARTTLS` with [`Outcome::StartTls`]).
+#[cfg(test)]
 pub(crate) fn negotiate<T: Read + Write>(io: &mut T, shape: &Shape) -> Result<Outcome, Error> {
+    let mut nego = greet(io)?;
+    options(io, shape, &mut nego)
+}
+
+/// Sends the greeting and reads the client's flags.
+pub(crate) fn greet<T: Read + Write>(io: &mut T) -> Result<Nego, Error> {
     let mut hello = NBD_MAGIC.to_be_bytes().to_vec();
     hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
     hello.extend_from_slice(&(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes());
     io.write_all(&hello).map_err(net)?;
+    io.flush().map_err(net)?;
     let cflags = u32::from_be_bytes(read_array(io).map_err(net)?);
     if cflags & !(client_flags::FIXED_NEWSTYLE | client_flags::NO_ZEROES) != 0 {
         return Err(protocol(format!("unknown client flags {cflags:#x}")));
@@ -59,15 +93,36 @@ pub(crate) fn negotiate<T: Read + Write>(io: &mut T, shape: &Shape) -> Result<Ou
     if cflags & client_flags::FIXED_NEWSTYLE == 0 {
         return Err(protocol("the client does not speak fixed newstyle"));
     }
-    let no_zeroes = cflags & client_flags::NO_ZEROES != 0;
-    let mut sess = Session::default();
-    for _ in 0..shape.limits.max_options {
+    Ok(Nego {
+        no_zeroes: cflags & client_flags::NO_ZEROES != 0,
+        sess: Session::default(),
+        tls: false,
+        options: 0,
+    })
+}
+
+/// Reads options and answers them until the client chooses the export,
+/// aborts, or starts TLS.
+pub(crate) fn options<T: Read + Write>(
+    io: &mut T,
+    shape: &Shape,
+    nego: &mut Nego,
+) -> Result<Outcome, Error> {
+    let tls_required = shape.tls == Some(TlsMode::Require);
+    while nego.options < shape.limits.max_options {
+        nego.options += 1;
         let head: [u8; 16] = read_array(io).map_err(net)?;
         let magic = u64::from_be_bytes(head[..8].try_into().unwrap_or_default());
         let option = u32::from_be_bytes(head[8..12].try_into().unwrap_or_default());
         let len = u32::from_be_bytes(head[12..].try_into().unwrap_or_default());
         if magic != IHAVEOPT {
             return Err(protocol(format!("bad option magic {magic:#x}")));
+        }
+        if tls_required && !nego.tls && option == opt::EXPORT_NAME {
+            // It cannot be refused: the spec has the server hang up.
+            return Err(protocol(
+                "NBD_OPT_EXPORT_NAME before the TLS this server requires",
+            ));
         }
         if len > shape.limits.max_option {
             if option == opt::EXPORT_NAME || len > DRAIN_LIMIT {
@@ -77,12 +132,20 @@ pub(crate) fn negotiate<T: Read + Write>(io: &mut T, shape: &Shape) -> Result<Ou
             let msg = "option payload too large";
             io.write_all(&error(option, rep::ERR_TOO_BIG, msg))
                 .map_err(net)?;
+            io.flush().map_err(net)?;
             continue;
         }
         let mut data = vec![0u8; len as usize];
         io.read_exact(&mut data).map_err(net)?;
-        let (out, done) = option_reply(option, &data, shape, &mut sess, no_zeroes)?;
+        let (out, done) =
+            if tls_required && !nego.tls && option != opt::STARTTLS && option != opt::ABORT {
+                let msg = "this server requires TLS: send NBD_OPT_STARTTLS first";
+                (error(option, rep::ERR_TLS_REQD, msg), None)
+            } else {
+                option_reply(option, &data, shape, nego)?
+            };
         io.write_all(&out).map_err(net)?;
+        io.flush().map_err(net)?;
         if let Some(outcome) = done {
             return Ok(outcome);
         }
@@ -95,9 +158,9 @@ fn option_reply(
     option: u32,
     data: &[u8],
     shape: &Shape,
-    sess: &mut Session,
-    no_zeroes: bool,
+    nego: &mut Nego,
 ) -> Result<(Vec<u8>, Option<Outcome>), Error> {
+    let (sess, no_zeroes) = (&mut nego.sess, nego.no_zeroes);
     let invalid = |msg: &str| Ok((error(option, rep::ERR_INVALID, msg), None));
     let unknown = || Ok((error(option, rep::ERR_UNKNOWN, "no such export"), None));
     match option {
@@ -113,6 +176,19 @@ fn option_reply(
             Ok((out, Some(Outcome::Transmission(*sess))))
         }
         opt::ABORT => Ok((ack(option), Some(Outcome::Aborted))),
+        opt::STARTTLS => {
+            if shape.tls.is_none() {
+                let msg = "TLS is not configured on this server";
+                return Ok((error(option, rep::ERR_UNSUP, msg), None));
+            }
+            if !data.is_empty() {
+                return invalid("NBD_OPT_STARTTLS takes no data");
+            }
+            if nego.tls {
+                return invalid("TLS is already in use");
+            }
+            Ok((ack(option), Some(Outcome::StartTls)))
+        }
         opt::LIST => {
             if !data.is_empty() {
                 return invalid("NBD_OPT_LIST takes no data");

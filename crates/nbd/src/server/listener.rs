@@ -18,10 +18,11 @@ use cryptkeep_volume::BlockStore;
 
 use super::budget::Budget;
 use super::conns::Conns;
-use super::handshake::{negotiate, Outcome};
+use super::handshake::{greet, options, Outcome};
 use super::sockpath::{self, SocketId, SocketPath};
-use super::{transmission, Export, Limits, Shape};
+use super::{starttls, transmission, Export, Limits, Shape};
 use crate::stream::Stream;
+use crate::tls::ServerTls;
 use crate::Error;
 
 /// Where the server listens.
@@ -162,16 +163,29 @@ pub fn serve<S: BlockStore>(
     export: Export,
     limits: Limits,
 ) -> Result<Server, Error> {
+    serve_tls(endpoint, store, export, limits, None)
+}
+
+/// [`serve`] with TLS: `NBD_OPT_STARTTLS` upgrades a connection with
+/// `tls`'s certificate, and, if [`ServerTls::mode`] requires it, nothing
+/// but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` is answered before.
+pub fn serve_tls<S: BlockStore>(
+    endpoint: &Endpoint,
+    store: Arc<S>,
+    export: Export,
+    limits: Limits,
+    tls: Option<ServerTls>,
+) -> Result<Server, Error> {
     let listener = Arc::new(Listener::bind(endpoint)?);
     let local = listener.local();
-    let shape = Shape::of(&*store, export, limits);
+    let shape = Shape::of(&*store, export, limits, tls.as_ref().map(ServerTls::mode));
     let stopping = Arc::new(AtomicBool::new(false));
     let conns = Arc::new(Conns::default());
     let (stop2, conns2, listener2) = (stopping.clone(), conns.clone(), listener.clone());
     let gate = Arc::new(Budget::new(limits.store_calls.max(1)));
     let accept = std::thread::Builder::new()
         .name("nbd-accept".into())
-        .spawn(move || accept_loop(&listener2, store, shape, gate, stop2, conns2))
+        .spawn(move || accept_loop(&listener2, store, shape, tls, gate, stop2, conns2))
         .map_err(|e| Error::io("cannot start the NBD accept thread", e))?;
     let (stop3, conns3) = (stopping.clone(), conns.clone());
     let reaper = std::thread::Builder::new()
@@ -197,6 +211,7 @@ fn accept_loop<S: BlockStore>(
     listener: &Listener,
     store: Arc<S>,
     shape: Shape,
+    tls: Option<ServerTls>,
     gate: Arc<Budget>,
     stopping: Arc<AtomicBool>,
     conns: Arc<Conns>,
@@ -220,11 +235,11 @@ fn accept_loop<S: BlockStore>(
         };
         let id = adm.id;
         let (store, shape, conns2) = (store.clone(), shape.clone(), conns.clone());
-        let gate = gate.clone();
+        let (gate, tls) = (gate.clone(), tls.clone());
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
-                serve_one(stream, store, shape, gate, &adm.negotiating);
+                serve_one(stream, store, shape, tls, gate, &adm.negotiating);
                 conns2.leave(id);
             });
         if spawned.is_err() {
@@ -233,24 +248,45 @@ fn accept_loop<S: BlockStore>(
     }
 }
 
-/// One connection: negotiation under a timeout, then transmission.
+/// One connection: negotiation under a timeout (with TLS from
+/// `NBD_OPT_STARTTLS` on), then transmission.
 fn serve_one<S: BlockStore>(
     mut stream: Stream,
     store: Arc<S>,
     shape: Shape,
+    tls: Option<ServerTls>,
     gate: Arc<Budget>,
     negotiating: &AtomicBool,
 ) {
-    let t = Some(shape.limits.handshake_timeout);
-    if stream.set_read_timeout(t).is_err() || stream.set_write_timeout(t).is_err() {
+    let limit = shape.limits.handshake_timeout;
+    if stream.set_timeouts(Some(limit)).is_err() {
         return;
     }
-    match negotiate(&mut stream, &shape) {
-        Ok(Outcome::Transmission(sess)) => {
-            negotiating.store(false, Ordering::Relaxed);
-            transmission::run(stream, store, shape, sess, gate)
+    let Ok(mut nego) = greet(&mut stream) else {
+        return stream.shutdown();
+    };
+    loop {
+        match options(&mut stream, &shape, &mut nego) {
+            Ok(Outcome::Transmission(sess)) => {
+                negotiating.store(false, Ordering::Relaxed);
+                return transmission::run(stream, store, shape, sess, gate);
+            }
+            Ok(Outcome::StartTls) => {
+                let Some(tls) = &tls else {
+                    return stream.shutdown();
+                };
+                let plain = match stream.try_clone() {
+                    Ok(s) => s,
+                    Err(_) => return stream.shutdown(),
+                };
+                match starttls::accept(stream, &tls.config, limit) {
+                    Ok(s) => stream = s,
+                    Err(_) => return plain.shutdown(),
+                }
+                nego.tls_started();
+            }
+            Ok(Outcome::Aborted) | Err(_) => return stream.shutdown(),
         }
-        Ok(Outcome::Aborted) | Err(_) => stream.shutdown(),
     }
 }
 

@@ -6,7 +6,9 @@
 //!   tracks them and cuts off negotiations longer than
 //!   [`Limits::negotiation_limit`];
 //! - `handshake.rs` runs the negotiation, `options.rs` parses option
-//!   payloads and `optreply.rs` builds the option replies;
+//!   payloads and `optreply.rs` builds the option replies; with TLS
+//!   configured ([`serve_tls`]), `NBD_OPT_STARTTLS` upgrades the
+//!   connection and the negotiation goes on inside TLS (`starttls.rs`);
 //! - `request.rs` parses and checks transmission requests,
 //!   `transmission.rs` runs them: one reader per connection, a small worker
 //!   pool, replies (`reply.rs`) serialized by a writer lock, and at most
@@ -27,18 +29,20 @@ mod optreply;
 mod pool;
 mod reply;
 mod request;
-// The crate's only unsafe code: the `*at` calls on the socket's directory.
+// The server's only unsafe code: the `*at` calls on the socket's directory.
 #[allow(unsafe_code)]
 mod sockpath;
+mod starttls;
 mod transmission;
 
 use std::time::Duration;
 
 pub use cryptkeep_volume::BlockStore;
-pub use listener::{serve, Endpoint, Server};
+pub use listener::{serve, serve_tls, Endpoint, Server};
 pub use sockpath::{SocketId, SocketPath};
 
 use crate::proto::tflag;
+use crate::tls::TlsMode;
 
 /// What the server exports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,12 +145,20 @@ pub(crate) struct Shape {
     pub(crate) min_block: u32,
     pub(crate) read_only: bool,
     pub(crate) limits: Limits,
+    /// TLS offered or required (`None`: `NBD_OPT_STARTTLS` is unsupported).
+    pub(crate) tls: Option<TlsMode>,
 }
 
 impl Shape {
     /// The shape of `store` exported as `export`.
-    pub(crate) fn of<S: BlockStore>(store: &S, export: Export, limits: Limits) -> Shape {
+    pub(crate) fn of<S: BlockStore>(
+        store: &S,
+        export: Export,
+        limits: Limits,
+        tls: Option<TlsMode>,
+    ) -> Shape {
         Shape {
+            tls,
             read_only: export.read_only || store.read_only(),
             size: store.size(),
             min_block: store.block_size() as u32,

@@ -52,6 +52,7 @@ pub(crate) fn shape(read_only: bool) -> Shape {
         min_block: 512,
         read_only,
         limits: Limits::default(),
+        tls: None,
     }
 }
 
