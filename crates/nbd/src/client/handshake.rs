@@ -439,6 +439,50 @@ mod tests {
     }
 
     #[test]
+    fn starttls_is_sent_first_and_never_falls_back() {
+        let peer = Peer {
+            server: "test",
+            export: "vol",
+        };
+        let script = |v: Vec<u8>| Script {
+            from_server: Cursor::new(v),
+            sent: vec![],
+        };
+        // Acknowledged: the client sent its flags, then STARTTLS with no data.
+        let mut v = greeting(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES);
+        reply(&mut v, opt::STARTTLS, rep::ACK, &[]);
+        let mut s = script(v);
+        let g = greet(&mut s, &peer).unwrap();
+        starttls(&mut s, &peer, g).unwrap();
+        let mut want = 3u32.to_be_bytes().to_vec();
+        want.extend(proto::IHAVEOPT.to_be_bytes());
+        want.extend(opt::STARTTLS.to_be_bytes());
+        want.extend(0u32.to_be_bytes());
+        assert_eq!(s.sent, want);
+        // Refused (a server without TLS): an error, not plaintext.
+        let mut v = greeting(handshake::FIXED_NEWSTYLE);
+        reply(&mut v, opt::STARTTLS, rep::ERR_UNSUP, b"no TLS here");
+        let mut s = script(v);
+        let g = greet(&mut s, &peer).unwrap();
+        let e = starttls(&mut s, &peer, g).unwrap_err();
+        assert!(matches!(e, Error::Refused { .. }), "{e}");
+        assert!(e.to_string().contains("no TLS here"), "{e}");
+        // Not fixed newstyle: no STARTTLS possible.
+        let mut s = script(greeting(0));
+        let g = greet(&mut s, &peer).unwrap();
+        assert!(matches!(starttls(&mut s, &peer, g), Err(Error::Tls { .. })));
+        // An acknowledgement with data is a protocol error.
+        let mut v = greeting(handshake::FIXED_NEWSTYLE);
+        reply(&mut v, opt::STARTTLS, rep::ACK, b"x");
+        let mut s = script(v);
+        let g = greet(&mut s, &peer).unwrap();
+        assert!(matches!(
+            starttls(&mut s, &peer, g),
+            Err(Error::Protocol(_))
+        ));
+    }
+
+    #[test]
     fn falls_back_to_export_name() {
         let mut v = greeting(handshake::FIXED_NEWSTYLE);
         reply(&mut v, opt::STRUCTURED_REPLY, rep::ERR_UNSUP, &[]);

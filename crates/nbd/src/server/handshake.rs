@@ -385,6 +385,106 @@ mod tests {
         );
     }
 
+    fn tls_shape(mode: TlsMode) -> Shape {
+        Shape {
+            tls: Some(mode),
+            ..shape(false)
+        }
+    }
+
+    #[test]
+    fn required_tls_refuses_options_until_starttls() {
+        let mut input = start(3);
+        input.extend(option(opt::STRUCTURED_REPLY, &[]));
+        input.extend(option(opt::LIST, &[]));
+        input.extend(option(opt::GO, &go(b"vol", &[])));
+        input.extend(option(opt::INFO, &go(b"vol", &[])));
+        input.extend(option(99, b"xyz"));
+        input.extend(option(opt::STARTTLS, b"x"));
+        input.extend(option(opt::STARTTLS, &[]));
+        let mut io = Duplex::new(input);
+        let shape = tls_shape(TlsMode::Require);
+        assert_eq!(negotiate(&mut io, &shape).unwrap(), Outcome::StartTls);
+        let t: Vec<u32> = replies(&io.out).iter().map(|r| r.1).collect();
+        assert_eq!(
+            t,
+            [
+                rep::ERR_TLS_REQD,
+                rep::ERR_TLS_REQD,
+                rep::ERR_TLS_REQD,
+                rep::ERR_TLS_REQD,
+                rep::ERR_TLS_REQD,
+                rep::ERR_INVALID,
+                rep::ACK
+            ]
+        );
+        // NBD_OPT_EXPORT_NAME cannot be refused: the connection closes.
+        let mut input = start(3);
+        input.extend(option(opt::EXPORT_NAME, b"vol"));
+        assert!(negotiate(&mut Duplex::new(input), &shape).is_err());
+        // NBD_OPT_ABORT is answered.
+        let mut input = start(3);
+        input.extend(option(opt::ABORT, &[]));
+        let mut io = Duplex::new(input);
+        assert_eq!(negotiate(&mut io, &shape).unwrap(), Outcome::Aborted);
+        assert_eq!(replies(&io.out)[0].1, rep::ACK);
+    }
+
+    #[test]
+    fn after_starttls_the_negotiation_goes_on_and_forgets_what_came_before() {
+        let shape = tls_shape(TlsMode::On);
+        // Optional TLS: plaintext options work; structured replies asked for
+        // before STARTTLS are forgotten after it.
+        let mut input = start(3);
+        input.extend(option(opt::STRUCTURED_REPLY, &[]));
+        input.extend(option(opt::STARTTLS, &[]));
+        let mut io = Duplex::new(input);
+        let mut nego = greet(&mut io).unwrap();
+        assert_eq!(
+            options(&mut io, &shape, &mut nego).unwrap(),
+            Outcome::StartTls
+        );
+        let t: Vec<u32> = replies(&io.out).iter().map(|r| r.1).collect();
+        assert_eq!(t, [rep::ACK, rep::ACK]);
+        // What the TLS session carries (here in memory).
+        nego.tls_started();
+        let mut input = option(opt::STARTTLS, &[]);
+        input.extend(option(opt::LIST, &[]));
+        input.extend(option(opt::GO, &go(b"vol", &[])));
+        let mut io = Duplex::new(input);
+        io.out.extend([0u8; 18]);
+        let out = options(&mut io, &shape, &mut nego).unwrap();
+        assert_eq!(out, Outcome::Transmission(Session::default()));
+        let t: Vec<u32> = replies(&io.out).iter().map(|r| r.1).collect();
+        assert_eq!(
+            t,
+            [
+                rep::ERR_INVALID,
+                rep::SERVER,
+                rep::ACK,
+                rep::INFO,
+                rep::INFO,
+                rep::ACK
+            ]
+        );
+        // Required TLS, once up: GO works and no ERR_TLS_REQD is sent.
+        let shape = tls_shape(TlsMode::Require);
+        let mut io = Duplex::new(start(3));
+        let mut nego = greet(&mut io).unwrap();
+        nego.tls_started();
+        let mut input = option(opt::STRUCTURED_REPLY, &[]);
+        input.extend(option(opt::EXPORT_NAME, b"vol"));
+        let mut io = Duplex::new(input);
+        let out = options(&mut io, &shape, &mut nego).unwrap();
+        assert_eq!(
+            out,
+            Outcome::Transmission(Session {
+                structured: true,
+                alloc: false
+            })
+        );
+    }
+
     #[test]
     fn oversized_option_is_drained_then_refused() {
         let mut input = start(3);
