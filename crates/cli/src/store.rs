@@ -46,7 +46,8 @@ pub fn nbd_uri(path: &Path) -> CliResult<Option<Uri>> {
         CliError::usage(
             e.to_string(),
             s,
-            "write nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH",
+            "write nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH \
+             (nbds:// and nbds+unix:// for TLS, with ?tls-certificates=DIR)",
         )
     })
 }
@@ -94,7 +95,19 @@ pub fn from_nbd(e: cryptkeep_nbd::Error, uri: &Uri) -> CliError {
             Code::Permission,
             "open it with --read-only, or export it writable (qemu-nbd without -r, nbdkit without -r)".into(),
         ),
-        E::Refused { .. } => (Code::Permission, "check the server's export settings (TLS is not supported)".into()),
+        E::Refused { code, .. } if *code == cryptkeep_nbd::proto::rep::ERR_TLS_REQD => (
+            Code::Permission,
+            "the server requires TLS: write nbds://HOST[:PORT]/EXPORT?tls-certificates=DIR (DIR holds ca-cert.pem, and client-cert.pem and client-key.pem if the server verifies clients)".into(),
+        ),
+        E::Refused { .. } => (Code::Permission, "check the server's export and TLS settings".into()),
+        E::TlsFile { .. } => (
+            Code::Usage,
+            "tls-certificates=DIR must hold ca-cert.pem (the CA that signed the server's certificate) and, for client authentication, client-cert.pem and client-key.pem, all PEM".into(),
+        ),
+        E::Tls { .. } => (
+            Code::Permission,
+            "check that ca-cert.pem in tls-certificates=DIR signed the server's certificate, that the certificate names the URI's host (or give tls-hostname=NAME), and that the server accepts the client certificate".into(),
+        ),
         _ => (Code::Daemon, "check the NBD server and the network, then retry".into()),
     };
     CliError::new(code, e.to_string(), place, hint)

@@ -2,11 +2,12 @@
 //! beside the FUSE block file (the daemon holds only a handle on the keep,
 //! never the key).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clap::Args as ClapArgs;
+use clap::{Args as ClapArgs, ValueEnum};
 use cryptkeep_nbd::server::{self, BlockStore, Endpoint, Export, Limits, Server};
+use cryptkeep_nbd::tls::{ServerTls, TlsMode};
 
 use crate::exit::{CliError, CliResult, Code};
 use crate::state::NbdState;
@@ -18,10 +19,27 @@ pub struct NbdArgs {
     /// tcp:ADDR:PORT (qemu, nbdcopy, nbdinfo, the kernel's nbd-client connect).
     /// Needs --keep process (the default): the daemon that accepts
     /// connections never holds the key. Anyone who can connect reads and
-    /// writes the plaintext: a unix socket is created mode 0600; a TCP
-    /// address has no TLS, so bind it to loopback or a trusted network.
+    /// writes the plaintext: a unix socket is created mode 0600; without
+    /// --nbd-tls-cert a TCP address has no TLS, so bind it to loopback or a
+    /// trusted network.
     #[arg(long, value_name = "unix:PATH|tcp:ADDR:PORT")]
     pub nbd: Option<String>,
+    /// TLS for the NBD export (NBD_OPT_STARTTLS): the server's certificate
+    /// chain, PEM (qemu's and nbdkit's server-cert.pem). Needs --nbd-tls-key.
+    #[arg(long = "nbd-tls-cert", value_name = "FILE", requires_all = ["nbd", "nbd_tls_key"])]
+    pub nbd_tls_cert: Option<PathBuf>,
+    /// The private key of --nbd-tls-cert, PEM (server-key.pem).
+    #[arg(long = "nbd-tls-key", value_name = "FILE", requires = "nbd_tls_cert")]
+    pub nbd_tls_key: Option<PathBuf>,
+    /// Verify clients: only clients with a certificate signed by a CA in
+    /// this PEM file get through the TLS handshake (ca-cert.pem).
+    #[arg(long = "nbd-tls-ca", value_name = "FILE", requires = "nbd_tls_cert")]
+    pub nbd_tls_ca: Option<PathBuf>,
+    /// require (the default with --nbd-tls-cert; qemu-nbd --tls-creds,
+    /// nbdkit --tls=require): clients must start TLS before anything else;
+    /// on (nbdkit --tls=on): TLS is offered, plaintext clients are served too.
+    #[arg(long = "nbd-tls", value_name = "MODE", requires = "nbd_tls_cert")]
+    pub nbd_tls: Option<TlsArg>,
     /// The NBD export name (default: NAME).
     #[arg(long = "nbd-name", value_name = "EXPORT", requires = "nbd")]
     pub nbd_name: Option<String>,
@@ -33,6 +51,15 @@ pub struct NbdArgs {
     pub no_loop: bool,
 }
 
+/// `--nbd-tls`: whether TLS is required or only offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TlsArg {
+    /// TLS offered; plaintext clients served too.
+    On,
+    /// TLS required before any other option.
+    Require,
+}
+
 /// What the daemon needs to export the volume.
 #[derive(Debug, Clone)]
 pub struct NbdOpts {
@@ -42,6 +69,8 @@ pub struct NbdOpts {
     pub export: Export,
     /// No loop device.
     pub no_loop: bool,
+    /// TLS, with the certificate and key already read.
+    pub tls: Option<ServerTls>,
 }
 
 impl NbdArgs {
@@ -85,7 +114,9 @@ impl NbdArgs {
                 ));
             }
         }
+        let tls = self.tls()?;
         Ok(Some(NbdOpts {
+            tls,
             endpoint,
             export: Export {
                 name: export_name,
@@ -98,6 +129,35 @@ impl NbdArgs {
     }
 }
 
+impl NbdArgs {
+    /// `--nbd-tls-*`: the certificate, key and client CAs read now (before
+    /// the daemon starts), with an error that names the file.
+    fn tls(&self) -> CliResult<Option<ServerTls>> {
+        let (Some(cert), Some(key)) = (&self.nbd_tls_cert, &self.nbd_tls_key) else {
+            return Ok(None);
+        };
+        let mode = match self.nbd_tls.unwrap_or(TlsArg::Require) {
+            TlsArg::On => TlsMode::On,
+            TlsArg::Require => TlsMode::Require,
+        };
+        ServerTls::load(cert, key, self.nbd_tls_ca.as_deref(), mode)
+            .map(Some)
+            .map_err(|e| {
+                let at = match &e {
+                    cryptkeep_nbd::Error::TlsFile { path, .. } => path.display().to_string(),
+                    _ => cert.display().to_string(),
+                };
+                CliError::usage(
+                    format!("{e}"),
+                    at,
+                    "give PEM files: --nbd-tls-cert the certificate chain, --nbd-tls-key its \
+                     private key, --nbd-tls-ca the CA that signs client certificates \
+                     (docs/guide/nbd.md shows how to make them with certtool or openssl)",
+                )
+            })
+    }
+}
+
 /// Starts the export of `store`; answers the server and its record.
 pub fn start<S: BlockStore>(store: Arc<S>, o: &NbdOpts) -> CliResult<(Server, NbdState)> {
     // A client that goes away while a reply is written must end only its
@@ -107,22 +167,36 @@ pub fn start<S: BlockStore>(store: Arc<S>, o: &NbdOpts) -> CliResult<(Server, Nb
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    let srv =
-        server::serve(&o.endpoint, store, o.export.clone(), Limits::default()).map_err(|e| {
-            let code = match e {
-                cryptkeep_nbd::Error::InUse(_) => Code::Busy,
-                _ => Code::Daemon,
-            };
-            CliError::new(
-                code,
-                format!("cannot serve NBD: {e}"),
-                o.endpoint.to_string(),
-                "choose another --nbd endpoint",
-            )
-        })?;
+    let srv = server::serve_tls(
+        &o.endpoint,
+        store,
+        o.export.clone(),
+        Limits::default(),
+        o.tls.clone(),
+    )
+    .map_err(|e| {
+        let code = match e {
+            cryptkeep_nbd::Error::InUse(_) => Code::Busy,
+            _ => Code::Daemon,
+        };
+        CliError::new(
+            code,
+            format!("cannot serve NBD: {e}"),
+            o.endpoint.to_string(),
+            "choose another --nbd endpoint",
+        )
+    })?;
     let endpoint = srv.endpoint().to_string();
-    let uri = uri(srv.endpoint(), &o.export.name);
-    eprintln!("cryptkeep: NBD export {:?} at {endpoint}", o.export.name);
+    let uri = uri(srv.endpoint(), &o.export.name, o.tls.is_some());
+    let with = match &o.tls {
+        Some(t) if t.mode() == TlsMode::Require => " (TLS required)",
+        Some(_) => " (TLS offered)",
+        None => "",
+    };
+    eprintln!(
+        "cryptkeep: NBD export {:?} at {endpoint}{with}",
+        o.export.name
+    );
     Ok((
         srv,
         NbdState {
@@ -134,8 +208,9 @@ pub fn start<S: BlockStore>(store: Arc<S>, o: &NbdOpts) -> CliResult<(Server, Nb
     ))
 }
 
-/// The NBD URI of an export (as qemu and libnbd take it).
-pub fn uri(ep: &Endpoint, export: &str) -> String {
+/// The NBD URI of an export (as qemu and libnbd take it; `nbds` with TLS).
+pub fn uri(ep: &Endpoint, export: &str, tls: bool) -> String {
+    let s = if tls { "s" } else { "" };
     let name: String = export
         .bytes()
         .map(|b| match b {
@@ -146,8 +221,8 @@ pub fn uri(ep: &Endpoint, export: &str) -> String {
         })
         .collect();
     match ep {
-        Endpoint::Unix(p) => format!("nbd+unix:///{name}?socket={}", p.display()),
-        Endpoint::Tcp(a) => format!("nbd://{a}/{name}"),
+        Endpoint::Unix(p) => format!("nbd{s}+unix:///{name}?socket={}", p.display()),
+        Endpoint::Tcp(a) => format!("nbd{s}://{a}/{name}"),
     }
 }
 

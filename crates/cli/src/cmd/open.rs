@@ -21,7 +21,8 @@ use crate::volid::VolumeId;
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The image file or block device, or an NBD export
-    /// (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
+    /// (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH; nbds://
+    /// and nbds+unix:// with ?tls-certificates=DIR for TLS).
     pub volume: PathBuf,
     /// The name to open it under (state in $CRYPTKEEP_RUN_DIR/NAME).
     pub name: String,
