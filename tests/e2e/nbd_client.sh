@@ -147,11 +147,13 @@ echo one-client > "$W/mnt/one.txt"
 umount "$W/mnt"
 "$CK" close nbdq
 
-step "errors: unknown export, unreachable server, read-only export, bad URI, too small"
+step "errors: unknown export, unreachable server, TLS refused, read-only export, bad URI, too small"
 expect_fail 4 'no export' "$CK" dump "nbd+unix:///nope?socket=$QSOCK"
 expect_fail 4 'cannot reach' "$CK" dump "nbd+unix:///vol?socket=$W/none.sock"
 expect_fail 4 'cannot reach' "$CK" dump "nbd://127.0.0.1:1/vol"
-expect_fail 1 'TLS' "$CK" dump "nbds://127.0.0.1/vol"
+expect_fail 1 'pre-shared' "$CK" dump "nbds://127.0.0.1/vol?tls-psk-file=$W/psk"
+expect_fail 1 'needs TLS' "$CK" dump "nbd://127.0.0.1/vol?tls-certificates=$W"
+expect_fail 2 'refused TLS' "$CK" dump "nbds+unix:///vol?socket=$QSOCK&tls-verify-peer=false"
 expect_fail 1 'socket' "$CK" dump "nbd+unix:///vol"
 kill -9 "$QPID"; wait "$QPID" 2>/dev/null || true
 qemu_nbd "$W/q.img" "$QSOCK" -r
