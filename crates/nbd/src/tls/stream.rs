@@ -7,7 +7,9 @@
 //! never while it waits: it waits in `poll(2)` with the lock released.
 //! A write returns once its records are on the socket (as a blocking
 //! socket write would), so nothing is left behind for a thread that is
-//! not there. Timeouts are deadlines on those waits. The plaintext path
+//! not there. Timeouts are deadlines on those waits. Records are read from
+//! the socket [`RECV_SIZE`] bytes at a time into a buffer rustls then
+//! takes them from (it reads 4 KiB at a time itself). The plaintext path
 //! does not come through here.
 
 use std::fmt;
@@ -23,6 +25,8 @@ use crate::stream::Stream;
 /// Plaintext rustls accepts from one write before its records go out (a
 /// 32 MiB reply is encrypted and sent a slice at a time).
 const SEND_SLICE: usize = 256 << 10;
+/// Bytes of records read from the socket at once.
+const RECV_SIZE: usize = 128 << 10;
 
 /// The socket as rustls reads and writes it.
 struct Sock<'a>(&'a Stream);
@@ -42,10 +46,20 @@ impl Write for Sock<'_> {
     }
 }
 
+/// The session and the records read from the socket but not yet given to
+/// it.
+struct Session {
+    conn: Connection,
+    rx: Box<[u8]>,
+    /// `rx[start..end]` is still to be given to rustls.
+    start: usize,
+    end: usize,
+}
+
 struct Inner {
     /// The plain socket (non-blocking once the handshake is done).
     sock: Stream,
-    conn: Mutex<Connection>,
+    conn: Mutex<Session>,
     /// Read and write timeouts.
     timeouts: Mutex<(Option<Duration>, Option<Duration>)>,
 }
@@ -99,13 +113,18 @@ impl TlsStream {
         Ok(TlsStream {
             inner: Arc::new(Inner {
                 sock,
-                conn: Mutex::new(conn),
+                conn: Mutex::new(Session {
+                    conn,
+                    rx: vec![0; RECV_SIZE].into_boxed_slice(),
+                    start: 0,
+                    end: 0,
+                }),
                 timeouts: Mutex::new((timeout, timeout)),
             }),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    fn lock(&self) -> MutexGuard<'_, Session> {
         self.inner.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -140,9 +159,9 @@ impl TlsStream {
     /// Sends `close_notify` if the socket takes it at once, then shuts the
     /// socket down: every handle's reads and writes end.
     pub(crate) fn shutdown(&self) {
-        if let Ok(mut c) = self.inner.conn.try_lock() {
-            c.send_close_notify();
-            let _ = c.write_tls(&mut Sock(&self.inner.sock));
+        if let Ok(mut s) = self.inner.conn.try_lock() {
+            s.conn.send_close_notify();
+            let _ = s.conn.write_tls(&mut Sock(&self.inner.sock));
         }
         self.inner.sock.shutdown();
     }
@@ -151,24 +170,17 @@ impl TlsStream {
     /// the socket to take them.
     fn drain<'a>(
         &'a self,
-        mut c: MutexGuard<'a, Connection>,
+        mut s: MutexGuard<'a, Session>,
         deadline: Option<Instant>,
-    ) -> io::Result<MutexGuard<'a, Connection>> {
+    ) -> io::Result<MutexGuard<'a, Session>> {
         loop {
-            while c.wants_write() {
-                match c.write_tls(&mut Sock(&self.inner.sock)) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
+            self.push(&mut s.conn)?;
+            if !s.conn.wants_write() {
+                return Ok(s);
             }
-            if !c.wants_write() {
-                return Ok(c);
-            }
-            drop(c);
+            drop(s);
             wait(self.as_raw_fd(), libc::POLLOUT, deadline)?;
-            c = self.lock();
+            s = self.lock();
         }
     }
 
@@ -195,36 +207,49 @@ impl TlsStream {
         let deadline = self.deadline(false);
         loop {
             let events = {
-                let mut c = self.lock();
-                match c.reader().read(buf) {
+                let mut guard = self.lock();
+                let s = &mut *guard;
+                match s.conn.reader().read(buf) {
                     Ok(n) => return Ok(n),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }
-                self.push(&mut c)?;
-                match c.read_tls(&mut Sock(&self.inner.sock)) {
+                self.push(&mut s.conn)?;
+                if s.start < s.end {
+                    // Records already read: rustls takes them.
+                    let n = s.conn.read_tls(&mut &s.rx[s.start..s.end])?;
+                    if n == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "TLS: record buffer full",
+                        ));
+                    }
+                    s.start += n;
+                    self.process(&mut s.conn)?;
+                    continue;
+                }
+                match self.inner.sock.recv(&mut s.rx) {
+                    Ok(0) => {
+                        // The end of the socket: rustls tells a clean
+                        // close from a truncation.
+                        s.conn.read_tls(&mut io::empty())?;
+                        self.process(&mut s.conn)?;
+                        return match s.conn.reader().read(buf) {
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                Err(io::ErrorKind::UnexpectedEof.into())
+                            }
+                            r => r,
+                        };
+                    }
                     Ok(n) => {
-                        if let Err(e) = c.process_new_packets() {
-                            let _ = self.push(&mut c);
-                            return Err(tls_io(e));
-                        }
-                        if n == 0 {
-                            // End of the socket: the reader now tells a
-                            // clean close from a truncation.
-                            return match c.reader().read(buf) {
-                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                                    Err(io::ErrorKind::UnexpectedEof.into())
-                                }
-                                r => r,
-                            };
-                        }
+                        (s.start, s.end) = (0, n);
                         continue;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }
-                if c.wants_write() {
+                if s.conn.wants_write() {
                     libc::POLLIN | libc::POLLOUT
                 } else {
                     libc::POLLIN
@@ -234,14 +259,24 @@ impl TlsStream {
         }
     }
 
+    /// Decrypts the records rustls holds; on a TLS error, sends its alert
+    /// if the socket takes it at once.
+    fn process(&self, c: &mut Connection) -> io::Result<()> {
+        if let Err(e) = c.process_new_packets() {
+            let _ = self.push(c);
+            return Err(tls_io(e));
+        }
+        Ok(())
+    }
+
     /// Encrypts up to [`SEND_SLICE`] bytes of `buf` and sends them; returns
     /// once they are on the socket.
     pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.deadline(true);
         loop {
-            let mut c = self.lock();
-            let n = c.writer().write(buf)?;
-            drop(self.drain(c, deadline)?);
+            let mut s = self.lock();
+            let n = s.conn.writer().write(buf)?;
+            drop(self.drain(s, deadline)?);
             if n > 0 || buf.is_empty() {
                 return Ok(n);
             }
