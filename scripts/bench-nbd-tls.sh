@@ -12,6 +12,9 @@
 #   seq write  - nbdcopy RANDOM-FILE EXPORT (the whole export), MiB/s
 #   setup      - nbdinfo --size EXPORT, wall time in ms (median of 10, after a first one):
 #                what the TLS handshake adds to a connection
+#   daemon CPU - CPU time (user + system) of the daemon serving the export (it does the
+#                TLS; the keep process does the sector crypto) per GiB read and written,
+#                in seconds: less sensitive than MiB/s to other load on the machine
 # usage: scripts/bench-nbd-tls.sh [--reps N] [--size MiB]
 # CK=PATH: the cryptkeep binary (default target/release/cryptkeep).
 set -euo pipefail
@@ -57,6 +60,14 @@ done
 blk_log "TLS: $(nbdinfo "${uri[tls]}" 2>/dev/null | grep -i 'tls' | head -n1 | sed 's/^[[:space:]]*//')"
 
 now() { date +%s.%N; }
+declare -A dpid
+dpid[plain]=$(sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/bta/state.json")
+dpid[plain-on]=$(sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/btb/state.json")
+dpid[tls]=${dpid[plain-on]}
+[ -n "${dpid[plain]}" ] && [ -n "${dpid[tls]}" ] || blk_die "no daemon pid in the state files"
+# cpu PID: user + system time of every thread of PID, in clock ticks.
+cpu() { awk '{print $14 + $15}' /proc/"$1"/stat; }
+cpu_s_per_gib() { python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf('SC_CLK_TCK') * 1024 / $size_mib, 2))" "$1" "$2"; }
 rate() { python3 -c "import sys; print(round($size_mib / (float(sys.argv[2]) - float(sys.argv[1])), 1))" "$1" "$2"; }
 setup_ms() {
   nbdinfo --size "$1" >/dev/null
@@ -71,13 +82,13 @@ setup_ms() {
 for r in $(seq "$reps"); do
   order=("${targets[@]:$((r % 3))}" "${targets[@]:0:$((r % 3))}")
   for x in "${order[@]}"; do
-    a=$(now); nbdcopy "$t/src" "${uri[$x]}"; b=$(now)
-    wr=$(rate "$a" "$b")
-    a=$(now); nbdcopy "${uri[$x]}" null:; b=$(now)
-    rd=$(rate "$a" "$b")
+    c0=$(cpu "${dpid[$x]}"); a=$(now); nbdcopy "$t/src" "${uri[$x]}"; b=$(now); c1=$(cpu "${dpid[$x]}")
+    wr=$(rate "$a" "$b") wc=$(cpu_s_per_gib "$c0" "$c1")
+    c0=$(cpu "${dpid[$x]}"); a=$(now); nbdcopy "${uri[$x]}" null:; b=$(now); c1=$(cpu "${dpid[$x]}")
+    rd=$(rate "$a" "$b") rc=$(cpu_s_per_gib "$c0" "$c1")
     su=$(setup_ms "${uri[$x]}")
-    echo "$x $rd $wr $su" >> "$w/results"
-    blk_log "rep $r $x: read $rd MiB/s, write $wr MiB/s, setup $su ms"
+    echo "$x $rd $wr $su $rc $wc" >> "$w/results"
+    blk_log "rep $r $x: read $rd MiB/s ($rc CPU s/GiB), write $wr MiB/s ($wc CPU s/GiB), setup $su ms"
   done
 done
 
@@ -87,12 +98,12 @@ rows = [l.split() for l in open(sys.argv[1])]
 med = {}
 for t in ("plain", "plain-on", "tls"):
     v = [r[1:] for r in rows if r[0] == t]
-    med[t] = [statistics.median(float(x[i]) for x in v) for i in range(3)]
+    med[t] = [statistics.median(float(x[i]) for x in v) for i in range(5)]
 print(f"\nNBD export of a {sys.argv[2]} MiB LUKS1 volume (aes-xts-plain64), nbdcopy over TCP loopback, median of {sys.argv[3]}\n")
-print("| client | seq read MiB/s | seq write MiB/s | setup ms (nbdinfo) |")
-print("|---|---:|---:|---:|")
-for t, (rd, wr, su) in med.items():
-    print(f"| {t} | {rd} | {wr} | {su} |")
+print("| client | seq read MiB/s | seq write MiB/s | setup ms (nbdinfo) | daemon CPU s/GiB read | daemon CPU s/GiB write |")
+print("|---|---:|---:|---:|---:|---:|")
+for t, (rd, wr, su, rc, wc) in med.items():
+    print(f"| {t} | {rd} | {wr} | {su} | {rc} | {wc} |")
 p, s = med["plain"], med["tls"]
 print(f"\ntls / plain: read {s[0] / p[0]:.2f}x, write {s[1] / p[1]:.2f}x (throughput), setup {s[2] / p[2]:.2f}x (time)")
 PY
