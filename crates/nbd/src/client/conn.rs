@@ -130,7 +130,7 @@ impl Conn {
             &peer,
             greeting,
         )
-        .map_err(timed_out)?;
+        .map_err(|e| secure::explain(timed_out(e), uri, &peer))?;
         w.set_timeouts(io_timeout)?;
         Ok(Conn {
             r,

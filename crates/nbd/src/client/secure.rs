@@ -57,3 +57,30 @@ pub(crate) fn open(
     })?;
     Ok((Stream::Tls(s), Some(greeting)))
 }
+
+/// An error of the negotiation after a TLS handshake: a server that drops
+/// the connection right then (a reset, an end of file, a TLS alert) most
+/// likely refused the client's certificate; TLS 1.3 tells the client only
+/// after its side of the handshake is done.
+pub(crate) fn explain(e: Error, uri: &Uri, peer: &Peer<'_>) -> Error {
+    use std::io::ErrorKind as K;
+    match e {
+        Error::Connection(io)
+            if uri.tls.is_some()
+                && matches!(
+                    io.kind(),
+                    K::ConnectionReset | K::UnexpectedEof | K::BrokenPipe | K::InvalidData
+                ) =>
+        {
+            Error::Tls {
+                peer: peer.server.into(),
+                reason: format!(
+                    "the server ended the connection after the TLS handshake ({io}); it may \
+                     require a client certificate (client-cert.pem and client-key.pem in \
+                     tls-certificates=DIR) signed by a CA it trusts"
+                ),
+            }
+        }
+        e => e,
+    }
+}
