@@ -53,6 +53,9 @@ expect_fail 1 "no-such-key.pem" "$CK" open "$vol" bad --key-file "$W/pass" --no-
   --nbd "tcp:127.0.0.1:1" --nbd-tls-cert "$pki/server-cert.pem" --nbd-tls-key "$W/no-such-key.pem"
 expect_fail 1 "private key" "$CK" open "$vol" bad --key-file "$W/pass" --no-loop \
   --nbd "tcp:127.0.0.1:1" --nbd-tls-cert "$pki/server-cert.pem" --nbd-tls-key "$pki/server-cert.pem"
+mkfifo "$W/key.fifo"
+expect_fail 1 "not a regular file" timeout 20 "$CK" open "$vol" bad --key-file "$W/pass" --no-loop \
+  --nbd "tcp:127.0.0.1:1" --nbd-tls-cert "$pki/server-cert.pem" --nbd-tls-key "$W/key.fifo"
 
 port=$(free_port)
 step "open --nbd tcp:127.0.0.1:$port with TLS required and client certificates verified"

@@ -2,6 +2,7 @@
 //! beside the FUSE block file (the daemon holds only a handle on the keep,
 //! never the key).
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -74,6 +75,20 @@ pub struct NbdOpts {
 }
 
 impl NbdArgs {
+    /// Whether the export listens only where other machines cannot reach
+    /// it: a unix socket, or a TCP loopback address.
+    fn loopback_only(&self) -> bool {
+        let Some(ep) = self.nbd.as_deref() else {
+            return true;
+        };
+        match ep.strip_prefix("tcp:") {
+            None => true,
+            Some(a) => a
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|a| a.ip().is_loopback()),
+        }
+    }
+
     /// The export for NAME, if `--nbd` was given; refused with an inline
     /// key (the process that accepts connections must not hold it).
     pub fn opts(
@@ -140,6 +155,21 @@ impl NbdArgs {
             TlsArg::On => TlsMode::On,
             TlsArg::Require => TlsMode::Require,
         };
+        if std::fs::metadata(key).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+            eprintln!(
+                "cryptkeep: warning: the TLS private key {} can be read by other users; \
+                 make it private: chmod 600 {}",
+                key.display(),
+                key.display()
+            );
+        }
+        if self.nbd_tls_ca.is_none() && !self.loopback_only() {
+            eprintln!(
+                "cryptkeep: warning: without --nbd-tls-ca, TLS encrypts the export but lets \
+                 any client in; to admit only clients with certificates your CA signed, give \
+                 --nbd-tls-ca"
+            );
+        }
         ServerTls::load(cert, key, self.nbd_tls_ca.as_deref(), mode)
             .map(Some)
             .map_err(|e| {

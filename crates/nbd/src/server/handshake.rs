@@ -125,7 +125,8 @@ pub(crate) fn options<T: Read + Write>(
             ));
         }
         if len > shape.limits.max_option {
-            if option == opt::EXPORT_NAME || len > DRAIN_LIMIT {
+            // Before a TLS this server requires, nothing large is read.
+            if option == opt::EXPORT_NAME || len > DRAIN_LIMIT || (tls_required && !nego.tls) {
                 return Err(protocol(format!("option {option} of {len} bytes")));
             }
             drain(io, len as u64).map_err(net)?;

@@ -111,8 +111,10 @@ impl ServerTls {
                 format!("does not fit the certificate {}: {e}", cert.display()),
             )
         })?;
-        // No session resumption: every connection does a full handshake.
+        // No session resumption: every connection does a full handshake
+        // (no TLS 1.3 tickets, no TLS 1.2 session cache).
         config.send_tls13_tickets = 0;
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         Ok(ServerTls {
             config: Arc::new(config),
             mode,

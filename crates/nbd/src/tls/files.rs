@@ -3,10 +3,13 @@
 //! the file, what it was meant to hold, and what is wrong.
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use zeroize::Zeroizing;
 
 use crate::Error;
 
@@ -21,14 +24,24 @@ fn bad(what: &'static str, path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
-/// The bytes of `path`, a regular file of at most [`MAX_PEM`] bytes.
-fn read_bounded(what: &'static str, path: &Path) -> Result<Vec<u8>, Error> {
-    let f = std::fs::File::open(path).map_err(|e| bad(what, path, e.to_string()))?;
+/// The bytes of `path`, a regular file of at most [`MAX_PEM`] bytes, in a
+/// buffer wiped when dropped (it may hold a private key). Opened
+/// non-blocking, so that a FIFO put there cannot hang the open.
+fn read_bounded(what: &'static str, path: &Path) -> Result<Zeroizing<Vec<u8>>, Error> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| bad(what, path, e.to_string()))?;
     let meta = f.metadata().map_err(|e| bad(what, path, e.to_string()))?;
     if !meta.is_file() {
         return Err(bad(what, path, "not a regular file"));
     }
-    let mut data = Vec::new();
+    if meta.len() > MAX_PEM {
+        return Err(bad(what, path, "larger than 1 MiB: not a PEM file"));
+    }
+    // One allocation of the final size: growing would leave copies behind.
+    let mut data = Zeroizing::new(Vec::with_capacity(MAX_PEM as usize + 1));
     f.take(MAX_PEM + 1)
         .read_to_end(&mut data)
         .map_err(|e| bad(what, path, e.to_string()))?;
