@@ -222,4 +222,15 @@ for _ in range(100):
     time.sleep(0.05)
 s = go(True)
 request(s, 2, 0, 0, 1)
+
+print("40 idle connections (more than the cap) do not keep a normal client out")
+idle = []
+for _ in range(40):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(SOCK)
+    idle.append(c)
+s = go(True)
+request(s, 2, 0, 0, 1)
+for c in idle:
+    c.close()
 print("hostile client: all cases passed")

@@ -2,6 +2,13 @@
 //! down, their count (the connection cap), and how long each has been
 //! negotiating (a client that drips its options a byte at a time is cut
 //! off at the negotiation limit).
+//!
+//! When every slot is taken, a new connection ends the one that has been
+//! negotiating longest (never one past its negotiation): connections that
+//! sit idle before or during the TLS handshake cannot keep a client out
+//! whose handshake takes milliseconds, unless they are opened faster than
+//! that, one per slot. At most twice the cap exist while the ended ones
+//! finish.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +22,8 @@ struct Conn {
     stream: Stream,
     since: Instant,
     negotiating: Arc<AtomicBool>,
+    /// Shut down to make room for a newer connection.
+    evicted: bool,
 }
 
 /// The live connections.
@@ -33,11 +42,22 @@ pub(crate) struct Admitted {
 }
 
 impl Conns {
-    /// Registers a connection unless `max` are open already.
+    /// Registers a connection; when `max` are open, ends the one that has
+    /// been negotiating longest to make room, or refuses (`None`) if all
+    /// are past their negotiation.
     pub(crate) fn admit(&self, s: &Stream, max: usize) -> Option<Admitted> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.len() >= max {
-            return None;
+        let live = open.values().filter(|c| !c.evicted).count();
+        if live >= max {
+            if open.len() >= 2 * max {
+                return None;
+            }
+            let oldest = open
+                .values_mut()
+                .filter(|c| !c.evicted && c.negotiating.load(Ordering::Relaxed))
+                .min_by_key(|c| c.since)?;
+            oldest.stream.shutdown();
+            oldest.evicted = true;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let negotiating = Arc::new(AtomicBool::new(true));
@@ -45,6 +65,7 @@ impl Conns {
             stream: s.try_clone().ok()?,
             since: Instant::now(),
             negotiating: negotiating.clone(),
+            evicted: false,
         };
         open.insert(id, conn);
         Some(Admitted { id, negotiating })
@@ -83,5 +104,48 @@ impl Conns {
                 .unwrap_or_else(|p| p.into_inner());
             open = g;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn a_full_server_ends_the_longest_negotiation_not_a_session() {
+        let conns = Conns::default();
+        let mut peers = Vec::new();
+        let mut admitted = Vec::new();
+        for _ in 0..2 {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            admitted.push(conns.admit(&Stream::Unix(ours), 2).unwrap());
+            peers.push(theirs);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The first is past its negotiation; the second still negotiates.
+        admitted[0].negotiating.store(false, Ordering::Relaxed);
+        let (ours, _theirs) = UnixStream::pair().unwrap();
+        assert!(conns.admit(&Stream::Unix(ours), 2).is_some());
+        // The second was ended (its peer reads end of file), the first not.
+        let mut b = [0u8; 1];
+        assert_eq!(peers[1].read(&mut b).unwrap(), 0);
+        peers[0].set_nonblocking(true).unwrap();
+        assert!(peers[0].read(&mut b).is_err(), "the session stays open");
+        // Now every live connection is past negotiation or the newest:
+        // the newest is ended next; with sessions only, refused.
+        admitted.push(
+            conns
+                .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2)
+                .unwrap(),
+        );
+        for a in &admitted {
+            a.negotiating.store(false, Ordering::Relaxed);
+        }
+        conns.leave(admitted[1].id);
+        assert!(conns
+            .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2)
+            .is_none());
     }
 }
