@@ -1,6 +1,5 @@
-//! One connection to the server in transmission mode: requests sent and
-//! their replies read in turn, each with a fresh cookie that the reply
-//! must carry.
+//! One connection to the server: connected, through the handshake, then
+//! in transmission mode with several requests in flight (`pipe.rs`).
 
 use std::io::{self, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -8,11 +7,10 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::handshake::{self, ExportInfo, Peer};
-use super::reply::{self, Expect};
+use super::pipe::{Op, Pipe};
 use super::secure;
+use super::transport::{Halves, Split};
 use super::uri::{Transport, Uri};
-use super::wire;
-use crate::proto::cmd;
 use crate::stream::Stream;
 use crate::Error;
 
@@ -44,11 +42,9 @@ impl Write for Duplex<'_> {
 /// A connection in transmission mode.
 #[derive(Debug)]
 pub(crate) struct Conn {
-    r: BufReader<Stream>,
-    w: Stream,
     /// What the handshake told.
     pub info: ExportInfo,
-    next_cookie: u64,
+    pipe: Pipe,
 }
 
 impl Conn {
@@ -132,81 +128,54 @@ impl Conn {
         )
         .map_err(|e| secure::explain(timed_out(e), uri, &peer))?;
         w.set_timeouts(io_timeout)?;
-        Ok(Conn {
-            r,
-            w,
-            info,
-            next_cookie: 1,
-        })
-    }
-
-    fn send(
-        &mut self,
-        flags: u16,
-        kind: u16,
-        offset: u64,
-        len: u32,
-        payload: &[u8],
-    ) -> Result<Expect, Error> {
-        let cookie = self.next_cookie;
-        self.next_cookie = self.next_cookie.wrapping_add(1);
-        let h = wire::request(flags, kind, cookie, offset, len);
-        self.w.write_all(&h)?;
-        if !payload.is_empty() {
-            self.w.write_all(payload)?;
+        drop(w);
+        if !r.buffer().is_empty() {
+            return Err(Error::protocol(
+                "the server sent data before the first request",
+            ));
         }
-        let what = match kind {
-            cmd::READ => "read",
-            cmd::WRITE => "write",
-            cmd::FLUSH => "flush",
-            cmd::TRIM => "trim",
-            cmd::WRITE_ZEROES => "write zeroes",
-            _ => "request",
-        };
-        Ok(Expect {
-            cookie,
-            what,
-            structured: self.info.structured,
-        })
+        Ok(Conn::over(r.into_inner().split()?, info))
     }
 
-    /// Reads `buf.len()` (at most the maximum payload) bytes at `offset`.
-    pub(crate) fn read(&mut self, buf: &mut [u8], offset: u64) -> Result<(), Error> {
-        let ex = self.send(0, cmd::READ, offset, len32(buf.len())?, &[])?;
-        reply::read_reply(&mut self.r, ex, offset, buf)
+    /// A connection over `halves`, already in transmission mode.
+    pub(crate) fn over(halves: Halves, info: ExportInfo) -> Conn {
+        Conn {
+            pipe: Pipe::new(halves, info.structured),
+            info,
+        }
     }
 
-    /// Writes `buf` (at most the maximum payload) at `offset`.
-    pub(crate) fn write(&mut self, buf: &[u8], offset: u64) -> Result<(), Error> {
-        let ex = self.send(0, cmd::WRITE, offset, len32(buf.len())?, buf)?;
-        reply::plain_reply(&mut self.r, ex)
+    /// Sends `ops` together and waits for their replies: see
+    /// [`Pipe::exchange`].
+    pub(crate) fn exchange(&self, ops: &mut [Op<'_>]) -> Result<Vec<Result<(), Error>>, Error> {
+        self.pipe.exchange(ops)
     }
 
-    /// Writes `len` zero bytes at `offset`, letting the server punch a hole.
-    pub(crate) fn write_zeroes(&mut self, offset: u64, len: u32) -> Result<(), Error> {
-        let ex = self.send(0, cmd::WRITE_ZEROES, offset, len, &[])?;
-        reply::plain_reply(&mut self.r, ex)
+    /// One request alone; its outcome.
+    pub(crate) fn one(&self, op: Op<'_>) -> Result<(), Error> {
+        let mut ops = [op];
+        let mut r = self.exchange(&mut ops)?;
+        r.pop()
+            .unwrap_or_else(|| Err(Error::protocol("request without a reply")))
     }
 
-    /// Tells the server `len` bytes at `offset` are no longer needed.
-    pub(crate) fn trim(&mut self, offset: u64, len: u32) -> Result<(), Error> {
-        let ex = self.send(0, cmd::TRIM, offset, len, &[])?;
-        reply::plain_reply(&mut self.r, ex)
+    /// Requests in flight.
+    pub(crate) fn load(&self) -> usize {
+        self.pipe.load()
     }
 
-    /// Makes every completed write durable.
-    pub(crate) fn flush(&mut self) -> Result<(), Error> {
-        let ex = self.send(0, cmd::FLUSH, 0, 0, &[])?;
-        reply::plain_reply(&mut self.r, ex)
-    }
-
-    /// Tells the server the connection ends (best effort).
-    pub(crate) fn disconnect(mut self) {
-        let h = wire::request(0, cmd::DISC, self.next_cookie, 0, 0);
-        let _ = self.w.write_all(&h);
+    /// Whether the connection died.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.pipe.is_dead()
     }
 }
 
+impl Drop for Conn {
+    /// Tells the server the connection ends (best effort) and hangs up.
+    fn drop(&mut self) {
+        self.pipe.disconnect();
+    }
+}
 /// Socket buffers for 1 MiB requests in flight (the kernel caps them at
 /// `net.core.[rw]mem_max`; failure just leaves the defaults).
 const SOCKET_BUFFER: libc::c_int = 4 << 20;
@@ -231,8 +200,4 @@ fn grow_buffers(s: &Stream) {
             );
         }
     }
-}
-
-fn len32(n: usize) -> Result<u32, Error> {
-    u32::try_from(n).map_err(|_| Error::protocol("request longer than 4 GiB"))
 }

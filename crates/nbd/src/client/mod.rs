@@ -6,6 +6,8 @@
 //!   with block sizes; `secure.rs`: `NBD_OPT_STARTTLS` and the TLS
 //!   handshake for `nbds` URIs;
 //! - `wire.rs`, `reply.rs`: requests, and replies checked and reassembled;
+//! - `pipe.rs`: several requests in flight on one connection, replies
+//!   matched by cookie; `transport.rs`: the halves of a connection it needs;
 //! - `conn.rs`: one connection; `pool.rs`: several;
 //! - `session.rs`: [`Client`], with reconnect and the replay of un-flushed
 //!   writes (`unflushed.rs`);
@@ -15,10 +17,14 @@
 mod backing;
 mod conn;
 mod handshake;
+mod pipe;
 mod pool;
 mod reply;
 mod secure;
 mod session;
+#[cfg(test)]
+mod tests;
+mod transport;
 mod unflushed;
 mod uri;
 mod wire;

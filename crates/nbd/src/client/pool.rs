@@ -1,8 +1,9 @@
-//! The client's connections: up to N live ones, each used by one request
-//! at a time; a request waits for a free one. A connection that broke is
-//! dropped and counted as missing until a reconnect replaces it.
+//! The client's connections: up to N live ones, shared by every request
+//! (each carries several at once); a request goes to the least busy one. A
+//! connection that broke is dropped and counted as missing until a
+//! reconnect replaces it.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::conn::Conn;
 
@@ -10,13 +11,11 @@ use super::conn::Conn;
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
     state: Mutex<Slots>,
-    freed: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct Slots {
-    idle: Vec<Conn>,
-    in_use: usize,
+    live: Vec<Arc<Conn>>,
     missing: usize,
 }
 
@@ -29,45 +28,32 @@ impl Pool {
     pub(crate) fn new(conns: Vec<Conn>) -> Pool {
         Pool {
             state: Mutex::new(Slots {
-                idle: conns,
-                in_use: 0,
+                live: conns.into_iter().map(Arc::new).collect(),
                 missing: 0,
             }),
-            freed: Condvar::new(),
         }
     }
 
-    /// A free connection, waiting while all live ones are busy; None when
+    /// The live connection with the fewest requests in flight; None when
     /// no connection is live (a reconnect is needed).
-    pub(crate) fn take(&self) -> Option<Conn> {
+    pub(crate) fn pick(&self) -> Option<Arc<Conn>> {
+        let s = self.lock();
+        s.live
+            .iter()
+            .filter(|c| !c.is_dead())
+            .min_by_key(|c| c.load())
+            .or_else(|| s.live.first())
+            .cloned()
+    }
+
+    /// Drops a connection that broke (once, however many of its requests
+    /// report it).
+    pub(crate) fn lose(&self, c: &Arc<Conn>) {
         let mut s = self.lock();
-        loop {
-            if let Some(c) = s.idle.pop() {
-                s.in_use += 1;
-                return Some(c);
-            }
-            if s.in_use == 0 {
-                return None;
-            }
-            s = self.freed.wait(s).unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = s.live.iter().position(|x| Arc::ptr_eq(x, c)) {
+            s.live.swap_remove(i);
+            s.missing += 1;
         }
-    }
-
-    /// Returns a connection that is still good.
-    pub(crate) fn give_back(&self, c: Conn) {
-        let mut s = self.lock();
-        s.in_use -= 1;
-        s.idle.push(c);
-        self.freed.notify_one();
-    }
-
-    /// Drops a connection that broke.
-    pub(crate) fn lose(&self, c: Conn) {
-        drop(c);
-        let mut s = self.lock();
-        s.in_use -= 1;
-        s.missing += 1;
-        self.freed.notify_all();
     }
 
     /// How many connections are missing (only meaningful while no request
@@ -80,12 +66,11 @@ impl Pool {
     pub(crate) fn add(&self, c: Conn) {
         let mut s = self.lock();
         s.missing = s.missing.saturating_sub(1);
-        s.idle.push(c);
-        self.freed.notify_one();
+        s.live.push(Arc::new(c));
     }
 
-    /// Takes every idle connection (for the disconnect at the end).
-    pub(crate) fn drain(&self) -> Vec<Conn> {
-        std::mem::take(&mut self.lock().idle)
+    /// Takes every connection (for the disconnect at the end).
+    pub(crate) fn drain(&self) -> Vec<Arc<Conn>> {
+        std::mem::take(&mut self.lock().live)
     }
 }

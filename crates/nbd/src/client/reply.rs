@@ -1,13 +1,16 @@
-//! Reading the reply to one request: a simple reply, or the chunks of a
-//! structured reply reassembled into the read buffer. Every chunk is checked
-//! against the request (cookie, offset range, overlap, lengths) before its
+//! The reply to one request: a simple reply, or the chunks of a structured
+//! reply reassembled into the read buffer, taken one header at a time (the
+//! chunks of several requests' replies may interleave). Every chunk is
+//! checked against the request (offset range, overlap, lengths) before its
 //! payload is read, so a hostile server can neither make the client
 //! allocate without bound nor write outside the caller's buffer.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::wire::{self, reply_head, u16_of, u32_of, u64_of, ReplyHead};
+#[cfg(test)]
+use super::wire::reply_head;
+use super::wire::{self, u16_of, u32_of, u64_of, ReplyHead};
 use crate::proto::{self, reply};
 use crate::Error;
 
@@ -28,31 +31,72 @@ pub(crate) struct Expect {
     pub structured: bool,
 }
 
-/// Reads the reply to a read of `buf.len()` bytes at `offset` into `buf`.
-pub(crate) fn read_reply<R: Read>(
-    r: &mut R,
+/// What a request expects back: data into a buffer, or nothing.
+pub(crate) enum Target<'a> {
+    /// A read of `buf.len()` bytes at `offset`.
+    Read {
+        /// Where the read started.
+        offset: u64,
+        /// Where its data goes.
+        buf: &'a mut [u8],
+    },
+    /// A write, flush, trim or write zeroes: no data comes back.
+    Plain,
+}
+
+/// The reply to one request, as its chunks arrive (between them, chunks
+/// of other requests' replies may come).
+pub(crate) struct Pending<'a> {
     ex: Expect,
-    offset: u64,
-    buf: &mut [u8],
-) -> Result<(), Error> {
-    let len = buf.len() as u64;
-    let mut covered = Coverage::default();
-    let mut failed: Option<Error> = None;
-    loop {
-        let head = reply_head(r)?;
-        check_cookie(&head, ex)?;
+    target: Target<'a>,
+    covered: Coverage,
+    failed: Option<Error>,
+}
+
+impl<'a> Pending<'a> {
+    /// Waits for the reply to the request `ex`.
+    pub(crate) fn new(ex: Expect, target: Target<'a>) -> Pending<'a> {
+        Pending {
+            ex,
+            target,
+            covered: Coverage::default(),
+            failed: None,
+        }
+    }
+
+    /// Takes one reply header for this request (its cookie already
+    /// matched) and reads its payload from `r`. `Ok(None)`: more chunks
+    /// follow; `Ok(Some(result))`: the reply is complete, with the
+    /// request's outcome (the server's error, if any). `Err`: the server
+    /// broke the protocol or the connection broke; the connection is
+    /// unusable.
+    pub(crate) fn take<R: Read>(
+        &mut self,
+        r: &mut R,
+        head: ReplyHead,
+    ) -> Result<Option<Result<(), Error>>, Error> {
+        let ex = self.ex;
+        if head.cookie() != ex.cookie {
+            return Err(Error::protocol(format!(
+                "reply for cookie {} taken by the request with cookie {}",
+                head.cookie(),
+                ex.cookie
+            )));
+        }
         let (flags, kind, length) = match head {
             ReplyHead::Simple { error, .. } => {
                 if error != 0 {
-                    return Err(server_error(ex.what, error, String::new()));
+                    return Ok(Some(Err(server_error(ex.what, error, String::new()))));
                 }
-                if ex.structured {
-                    return Err(Error::protocol(
-                        "simple reply with data to a read after structured replies were agreed",
-                    ));
+                if let Target::Read { buf, .. } = &mut self.target {
+                    if ex.structured {
+                        return Err(Error::protocol(
+                            "simple reply with data to a read after structured replies were agreed",
+                        ));
+                    }
+                    r.read_exact(buf)?;
                 }
-                r.read_exact(buf)?;
-                return Ok(());
+                return Ok(Some(Ok(())));
             }
             ReplyHead::Chunk {
                 flags,
@@ -66,8 +110,18 @@ pub(crate) fn read_reply<R: Read>(
                 "structured reply chunk that was not agreed",
             ));
         }
-        match kind {
-            reply::OFFSET_DATA => {
+        match (&mut self.target, kind) {
+            (_, reply::NONE) => {
+                if length != 0 || flags & reply::FLAG_DONE == 0 {
+                    return Err(Error::protocol("NONE chunk with a payload or not the last"));
+                }
+            }
+            (_, k) if k & reply::FLAG_ERROR != 0 => {
+                let e = error_chunk(r, ex.what, length)?;
+                self.failed.get_or_insert(e);
+            }
+            (Target::Read { offset, buf }, reply::OFFSET_DATA) => {
+                let len = buf.len() as u64;
                 if length < 8 || u64::from(length - 8) > len {
                     return Err(Error::protocol(format!(
                         "data chunk of {length} bytes for a read of {len} bytes"
@@ -75,91 +129,79 @@ pub(crate) fn read_reply<R: Read>(
                 }
                 let at = u64_of(r)?;
                 let n = u64::from(length - 8);
-                let start = covered.claim(offset, len, at, n)?;
+                let start = self.covered.claim(*offset, len, at, n)?;
                 r.read_exact(&mut buf[start..start + n as usize])?;
             }
-            reply::OFFSET_HOLE => {
+            (Target::Read { offset, buf }, reply::OFFSET_HOLE) => {
                 if length != 12 {
                     return Err(Error::protocol(format!(
                         "hole chunk of {length} bytes (12 expected)"
                     )));
                 }
+                let len = buf.len() as u64;
                 let at = u64_of(r)?;
                 let n = u64::from(u32_of(r)?);
-                let start = covered.claim(offset, len, at, n)?;
+                let start = self.covered.claim(*offset, len, at, n)?;
                 buf[start..start + n as usize].fill(0);
             }
-            reply::NONE => {
-                if length != 0 || flags & reply::FLAG_DONE == 0 {
-                    return Err(Error::protocol("NONE chunk with a payload or not the last"));
-                }
-            }
-            k if k & reply::FLAG_ERROR != 0 => {
-                let e = error_chunk(r, ex.what, length)?;
-                failed.get_or_insert(e);
-            }
-            k => {
+            (Target::Read { .. }, k) => {
                 return Err(Error::protocol(format!(
                     "unknown reply chunk type {k} to a read"
                 )))
             }
+            (Target::Plain, k) => {
+                return Err(Error::protocol(format!(
+                    "reply chunk type {k} ({length} bytes) to a {}",
+                    ex.what
+                )))
+            }
         }
-        if flags & reply::FLAG_DONE != 0 {
-            break;
+        if flags & reply::FLAG_DONE == 0 {
+            return Ok(None);
         }
+        if let Some(e) = self.failed.take() {
+            return Ok(Some(Err(e)));
+        }
+        if let Target::Read { buf, .. } = &self.target {
+            let len = buf.len() as u64;
+            if self.covered.total != len {
+                return Err(Error::protocol(format!(
+                    "read reply covers {} of {len} bytes",
+                    self.covered.total
+                )));
+            }
+        }
+        Ok(Some(Ok(())))
     }
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    if covered.total != len {
-        return Err(Error::protocol(format!(
-            "read reply covers {} of {len} bytes",
-            covered.total
-        )));
-    }
-    Ok(())
 }
 
-/// Reads the reply to a request that returns no data (write, flush,
-/// trim, write zeroes).
-pub(crate) fn plain_reply<R: Read>(r: &mut R, ex: Expect) -> Result<(), Error> {
-    let mut failed: Option<Error> = None;
+/// Reads a whole reply to the one request `ex` from `r`: chunks of other
+/// requests are a protocol error here.
+#[cfg(test)]
+fn whole_reply<R: Read>(r: &mut R, ex: Expect, target: Target<'_>) -> Result<(), Error> {
+    let mut p = Pending::new(ex, target);
     loop {
         let head = reply_head(r)?;
         check_cookie(&head, ex)?;
-        match head {
-            ReplyHead::Simple { error: 0, .. } => return Ok(()),
-            ReplyHead::Simple { error, .. } => {
-                return Err(server_error(ex.what, error, String::new()))
-            }
-            ReplyHead::Chunk {
-                flags,
-                kind,
-                length,
-                ..
-            } => {
-                if !ex.structured {
-                    return Err(Error::protocol(
-                        "structured reply chunk that was not agreed",
-                    ));
-                }
-                if kind & reply::FLAG_ERROR != 0 {
-                    let e = error_chunk(r, ex.what, length)?;
-                    failed.get_or_insert(e);
-                } else if kind != reply::NONE || length != 0 {
-                    return Err(Error::protocol(format!(
-                        "reply chunk type {kind} ({length} bytes) to a {}",
-                        ex.what
-                    )));
-                }
-                if flags & reply::FLAG_DONE != 0 {
-                    return failed.map_or(Ok(()), Err);
-                }
-            }
+        if let Some(result) = p.take(r, head)? {
+            return result;
         }
     }
 }
 
+/// Reads the reply to a read of `buf.len()` bytes at `offset` into `buf`.
+#[cfg(test)]
+fn read_reply<R: Read>(r: &mut R, ex: Expect, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+    whole_reply(r, ex, Target::Read { offset, buf })
+}
+
+/// Reads the reply to a request that returns no data.
+#[cfg(test)]
+fn plain_reply<R: Read>(r: &mut R, ex: Expect) -> Result<(), Error> {
+    whole_reply(r, ex, Target::Plain)
+}
+
+#[cfg(test)]
 fn check_cookie(head: &ReplyHead, ex: Expect) -> Result<(), Error> {
     if head.cookie() != ex.cookie {
         return Err(Error::protocol(format!(

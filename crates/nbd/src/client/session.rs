@@ -3,11 +3,12 @@
 //!
 //! - Connections: N when the server sets `NBD_FLAG_CAN_MULTI_CONN` (one
 //!   consistent store behind all of them, and a flush on one covers writes
-//!   completed on any), else one. Each connection carries one request at a
-//!   time; concurrent callers use different connections.
-//! - Large requests are split at the server's maximum payload; requests
-//!   that break its minimum block size are widened (reads) or
-//!   read-modify-written (writes, header code only).
+//!   completed on any), else one. Each connection carries up to
+//!   16 requests at once (`pipe.rs`); a caller uses the least busy one.
+//! - Large reads and writes are split into pieces of at most [`PIECE`]
+//!   bytes (and the server's maximum payload), sent a few at a time back
+//!   to back; requests that break the minimum block size are widened
+//!   (reads) or read-modify-written (writes, header code only).
 //! - Reconnect: a broken connection (reset, EOF, protocol error, a reply
 //!   slower than the timeout) is dropped and the request is sent again on a
 //!   new one, after reconnecting with exponential backoff for up to
@@ -20,12 +21,17 @@
 //!   lost its cache gets them back; a flush then covers them. Every connect
 //!   happens with all other requests paused, so a replay never overwrites
 //!   a newer write.
+//! - Flush: a flush is sent only after the writes it must cover were
+//!   acknowledged (the caller's writes returned), which is what the
+//!   protocol's flush covers: every write the server completed before it
+//!   received the flush.
 
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use super::handshake::ExportInfo;
+use super::pipe::Op;
 use super::pool::Pool;
 use super::unflushed::{Change, Unflushed};
 use super::uri::Uri;
@@ -37,6 +43,12 @@ use crate::Error;
 const MAX_UNFLUSHED: usize = 64 << 20;
 /// The largest single request (also if the server allows more).
 const MAX_REQUEST: u32 = 1 << 25;
+/// Reads and writes are split into requests of at most this many bytes,
+/// so one caller's large request keeps the server busy on several pieces.
+const PIECE: usize = 256 << 10;
+/// The most pieces one caller sends back to back before waiting for their
+/// replies (a quarter of a connection's requests in flight).
+const BATCH: usize = 4;
 /// How long an extra connection may take to get through the handshake (a
 /// server that limits its clients keeps it waiting).
 const EXTRA_HANDSHAKE: Duration = Duration::from_secs(3);
@@ -90,7 +102,7 @@ impl Client {
         let first = Conn::connect(uri, Some(opts.timeout))?;
         let info = first.info;
         if opts.write && info.has(tflag::READ_ONLY) {
-            first.disconnect();
+            drop(first);
             return Err(Error::ReadOnly {
                 server: uri.server(),
                 export: uri.export.clone(),
@@ -151,10 +163,20 @@ impl Client {
     }
 
     fn read_aligned(&self, buf: &mut [u8], offset: u64) -> Result<(), Error> {
-        let max = self.max_request();
-        for (i, piece) in buf.chunks_mut(max).enumerate() {
-            let at = offset + (i * max) as u64;
-            self.run(|c| c.read(piece, at))?;
+        let piece = self.piece();
+        for (k, group) in buf.chunks_mut(piece * BATCH).enumerate() {
+            let at = offset + (k * piece * BATCH) as u64;
+            self.run(|c| {
+                let mut ops: Vec<Op<'_>> = group
+                    .chunks_mut(piece)
+                    .enumerate()
+                    .map(|(i, p)| Op::Read {
+                        offset: at + (i * piece) as u64,
+                        buf: p,
+                    })
+                    .collect();
+                first_error(c.exchange(&mut ops)?)
+            })?;
         }
         Ok(())
     }
@@ -176,19 +198,34 @@ impl Client {
     }
 
     fn write_aligned(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
-        let max = self.max_request();
+        let piece = self.piece();
         let keep = self.keeps_unflushed();
-        for (i, piece) in buf.chunks(max).enumerate() {
-            let at = offset + (i * max) as u64;
+        for (k, group) in buf.chunks(piece * BATCH).enumerate() {
+            let at = offset + (k * piece * BATCH) as u64;
             self.run(|c| {
-                c.write(piece, at)?;
+                let mut ops: Vec<Op<'_>> = group
+                    .chunks(piece)
+                    .enumerate()
+                    .map(|(i, p)| Op::Write {
+                        offset: at + (i * piece) as u64,
+                        buf: p,
+                    })
+                    .collect();
+                let results = c.exchange(&mut ops)?;
                 if keep {
-                    // Copied outside the lock: writers copy in parallel.
-                    let mut bytes = self.log_lock().buffer(piece.len());
-                    bytes.extend_from_slice(piece);
-                    self.log_lock().push(Change::Data { offset: at, bytes });
+                    for (op, r) in ops.iter().zip(&results) {
+                        if let (Op::Write { offset, buf }, Ok(())) = (op, r) {
+                            // Copied outside the lock: writers copy in parallel.
+                            let mut bytes = self.log_lock().buffer(buf.len());
+                            bytes.extend_from_slice(buf);
+                            self.log_lock().push(Change::Data {
+                                offset: *offset,
+                                bytes,
+                            });
+                        }
+                    }
                 }
-                Ok(())
+                first_error(results)
             })?;
         }
         self.bound_unflushed()
@@ -210,7 +247,7 @@ impl Client {
             let n = (len - done).min(max) as u32;
             let at = offset + done;
             self.run(|c| {
-                c.write_zeroes(at, n)?;
+                c.one(Op::WriteZeroes { offset: at, len: n })?;
                 if keep {
                     self.log_lock().push(Change::Zeroes { offset: at, len: n });
                 }
@@ -238,7 +275,7 @@ impl Client {
         while done < len {
             let n = (len - done).min(max) as u32;
             let at = offset + done;
-            self.run(|c| c.trim(at, n))?;
+            self.run(|c| c.one(Op::Trim { offset: at, len: n }))?;
             done += u64::from(n);
         }
         Ok(())
@@ -252,7 +289,7 @@ impl Client {
         }
         self.run(|c| {
             let mark = self.log_lock().mark();
-            c.flush()?;
+            c.one(Op::Flush)?;
             self.log_lock().flushed(mark);
             Ok(())
         })
@@ -272,6 +309,12 @@ impl Client {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// The size reads and writes are split at.
+    fn piece(&self) -> usize {
+        let b = self.info.min_block as usize;
+        (self.max_request().min(PIECE) / b * b).max(b)
     }
 
     fn max_request(&self) -> usize {
@@ -317,26 +360,20 @@ impl Client {
 
     /// Runs `op` on a connection; on a lost connection, reconnects (see the
     /// module documentation) and runs it again.
-    fn run<T>(&self, mut op: impl FnMut(&mut Conn) -> Result<T, Error>) -> Result<T, Error> {
+    fn run<T>(&self, mut op: impl FnMut(&Conn) -> Result<T, Error>) -> Result<T, Error> {
         let mut lost_at: Option<Instant> = None;
         let mut last = String::new();
         loop {
             {
                 let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
-                if let Some(mut c) = self.pool.take() {
-                    match op(&mut c) {
-                        Ok(v) => {
-                            self.pool.give_back(c);
-                            return Ok(v);
-                        }
+                if let Some(c) = self.pool.pick() {
+                    match op(&c) {
+                        Ok(v) => return Ok(v),
                         Err(e) if e.is_lost() => {
                             last = e.to_string();
-                            self.pool.lose(c);
+                            self.pool.lose(&c);
                         }
-                        Err(e) => {
-                            self.pool.give_back(c);
-                            return Err(e);
-                        }
+                        Err(e) => return Err(e),
                     }
                 }
             }
@@ -402,7 +439,7 @@ impl Client {
     /// One connection, the replay of the un-flushed log on it and a flush;
     /// the number of changes replayed.
     fn connect_and_replay(&self) -> Result<usize, Error> {
-        let mut c = Conn::connect(&self.uri, Some(self.opts.timeout))?;
+        let c = Conn::connect(&self.uri, Some(self.opts.timeout))?;
         if c.info.size != self.info.size {
             return Err(Error::protocol(format!(
                 "the export is now {} bytes, it was {}",
@@ -413,12 +450,18 @@ impl Client {
         let n = log.len();
         for ch in log.iter() {
             match ch {
-                Change::Data { offset, bytes } => c.write(bytes, *offset)?,
-                Change::Zeroes { offset, len } => c.write_zeroes(*offset, *len)?,
+                Change::Data { offset, bytes } => c.one(Op::Write {
+                    offset: *offset,
+                    buf: bytes,
+                })?,
+                Change::Zeroes { offset, len } => c.one(Op::WriteZeroes {
+                    offset: *offset,
+                    len: *len,
+                })?,
             }
         }
         if n > 0 {
-            c.flush()?;
+            c.one(Op::Flush)?;
             let m = log.mark();
             log.flushed(m);
         }
@@ -429,9 +472,13 @@ impl Client {
 }
 
 impl Drop for Client {
+    /// Disconnects (each connection says goodbye as it is dropped).
     fn drop(&mut self) {
-        for c in self.pool.drain() {
-            c.disconnect();
-        }
+        drop(self.pool.drain());
     }
+}
+
+/// The first failure among a batch's outcomes.
+fn first_error(results: Vec<Result<(), Error>>) -> Result<(), Error> {
+    results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
 }
