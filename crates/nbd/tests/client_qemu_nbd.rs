@@ -1,7 +1,9 @@
 //! The client against a real server: qemu-nbd on a Unix socket over an
 //! image file (skipped, with a note, when qemu-nbd is not installed).
 
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -334,7 +336,8 @@ fn clear_errors_for_unknown_exports_dead_sockets_and_read_only_exports() {
     assert!(matches!(e, Error::Unreachable { .. }), "{e}");
 }
 
-/// Throughput of 1 MiB reads and writes, 4 threads (run by hand:
+/// Throughput of 1 MiB reads and writes, 4 threads, over 1 and over 4
+/// connections (run by hand:
 /// `cargo test --release -p cryptkeep-nbd --test client_qemu_nbd -- --ignored --nocapture`).
 #[test]
 #[ignore]
@@ -342,7 +345,22 @@ fn throughput() {
     let Some(s) = Server::new("speed", false) else {
         return;
     };
-    let c = std::sync::Arc::new(Client::connect(&s.uri("vol"), opts(10)).unwrap());
+    for connections in [1, 4] {
+        let c = std::sync::Arc::new(
+            Client::connect(
+                &s.uri("vol"),
+                Options {
+                    connections,
+                    ..opts(10)
+                },
+            )
+            .unwrap(),
+        );
+        throughput_of(&c, connections);
+    }
+}
+
+fn throughput_of(c: &std::sync::Arc<Client>, connections: usize) {
     for write in [true, false] {
         let t = Instant::now();
         let threads: Vec<_> = (0..4u64)
@@ -350,7 +368,7 @@ fn throughput() {
                 let c = c.clone();
                 std::thread::spawn(move || {
                     let mut b = vec![k as u8; 1 << 20];
-                    for round in 0..32u64 {
+                    for round in 0..128u64 {
                         for i in 0..2u64 {
                             let off = (k * 2 + i) << 20;
                             let _ = round;
@@ -367,9 +385,9 @@ fn throughput() {
         for t in threads {
             t.join().unwrap();
         }
-        let mib = 4.0 * 32.0 * 2.0;
+        let mib = 4.0 * 128.0 * 2.0;
         eprintln!(
-            "{}: {:.0} MiB/s",
+            "{connections} connection(s), {}: {:.0} MiB/s",
             if write { "write" } else { "read" },
             mib / t.elapsed().as_secs_f64()
         );
@@ -389,4 +407,68 @@ fn a_server_that_never_answers_the_handshake_is_a_clear_timeout() {
     assert!(matches!(e, Error::HandshakeTimeout { .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(5));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Forwards what `from` sends to `to`, each piece delivered `delay` after
+/// it arrived: one direction of a link with that latency (and no
+/// bandwidth limit but the copies).
+fn delayed(mut from: UnixStream, mut to: UnixStream, delay: Duration) {
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut b = vec![0u8; 256 << 10];
+        while let Ok(n @ 1..) = from.read(&mut b) {
+            if tx.send((Instant::now() + delay, b[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (due, v) in rx {
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            if to.write_all(&v).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Both);
+    });
+}
+
+/// Throughput of 1 MiB reads and writes, 4 threads, through a proxy that
+/// adds 1 ms each way (run by hand:
+/// `cargo test --release -p cryptkeep-nbd --test client_qemu_nbd -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn throughput_over_a_link_with_latency() {
+    let Some(s) = Server::new("latency", false) else {
+        return;
+    };
+    let proxy = s.dir.join("proxy");
+    let listener = std::os::unix::net::UnixListener::bind(&proxy).unwrap();
+    let target = s.sock();
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            let Ok(c) = c else { break };
+            let Ok(up) = UnixStream::connect(&target) else {
+                continue;
+            };
+            let d = Duration::from_millis(1);
+            delayed(c.try_clone().unwrap(), up.try_clone().unwrap(), d);
+            delayed(up, c, d);
+        }
+    });
+    let uri = Uri::parse(&format!("nbd+unix:///vol?socket={}", proxy.display())).unwrap();
+    for connections in [1, 4] {
+        let c = std::sync::Arc::new(
+            Client::connect(
+                &uri,
+                Options {
+                    connections,
+                    ..opts(10)
+                },
+            )
+            .unwrap(),
+        );
+        eprint!("1 ms each way: ");
+        throughput_of(&c, connections);
+    }
 }
