@@ -140,6 +140,9 @@ impl Owner {
     }
 }
 
+/// A request's index in its batch and how it went.
+type Outcome = (usize, Result<(), Error>);
+
 /// Who waits for what.
 struct State {
     /// The reply stream when no caller holds it.
@@ -149,7 +152,7 @@ struct State {
     /// Batch → a header of one of its reads, handed over with the stream.
     handed: HashMap<u64, (ReplyHead, Rx)>,
     /// Batch → outcomes of its plain requests read by another holder.
-    done: HashMap<u64, Vec<(usize, Result<(), Error>)>>,
+    done: HashMap<u64, Vec<Outcome>>,
     /// Why the connection died, once it did.
     dead: Option<String>,
     requests: usize,
