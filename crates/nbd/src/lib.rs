@@ -12,6 +12,7 @@ pub mod client;
 mod error;
 pub mod proto;
 pub mod server;
+mod sockbuf;
 mod stream;
 pub mod tls;
 

@@ -92,7 +92,7 @@ impl Conn {
                 Stream::Unix(UnixStream::connect(path).map_err(unreachable)?)
             }
         };
-        grow_buffers(&stream);
+        crate::sockbuf::grow(&stream);
         // The handshake is bounded too: a server that accepts and says
         // nothing must not hang the caller.
         stream.set_timeouts(Some(handshake))?;
@@ -174,30 +174,5 @@ impl Drop for Conn {
     /// Tells the server the connection ends (best effort) and hangs up.
     fn drop(&mut self) {
         self.pipe.disconnect();
-    }
-}
-/// Socket buffers for 1 MiB requests in flight (the kernel caps them at
-/// `net.core.[rw]mem_max`; failure just leaves the defaults).
-const SOCKET_BUFFER: libc::c_int = 4 << 20;
-
-/// Asks for send and receive buffers of [`SOCKET_BUFFER`] bytes: fewer
-/// wake-ups per megabyte read or written.
-#[allow(unsafe_code)]
-fn grow_buffers(s: &Stream) {
-    use std::os::fd::AsRawFd;
-    let fd = s.as_raw_fd();
-    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
-        let v: libc::c_int = SOCKET_BUFFER;
-        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&v`,
-        // which lives across the call; the fd is borrowed from `s`.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
     }
 }

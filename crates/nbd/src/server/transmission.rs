@@ -170,6 +170,7 @@ pub(crate) fn run<S: BlockStore>(
     sess: Session,
     gate: Arc<Budget>,
 ) {
+    crate::sockbuf::grow(&stream);
     let writer = match stream.try_clone() {
         Ok(w) => w,
         Err(_) => return,
