@@ -1,9 +1,10 @@
 //! What a pipelined connection needs from its transport: a read half (used
 //! by one thread at a time), a write half (used under a lock), and a way to
 //! hang up that wakes both. A plain socket gives them with `try_clone`; a
-//! stream that cannot be split into independent halves (TLS: one session
-//! state for both directions) implements [`Split`] by sharing that state
-//! under a lock and reading and writing the socket outside it.
+//! TLS stream cannot be split into independent halves (one session state
+//! for both directions), so its handles share that state (`tls/stream.rs`:
+//! one reader, writers in turn, the lock never held while waiting on the
+//! socket), which is exactly how the pipe uses them.
 
 use std::io::{self, Read, Write};
 
