@@ -76,7 +76,9 @@ impl Server {
             .stderr(Stdio::null());
         self.child = Some(c.spawn().unwrap());
         let t = Instant::now();
-        while !self.sock().exists() {
+        // The socket file appears at bind, a moment before qemu-nbd
+        // listens: wait until a connection is taken.
+        while std::os::unix::net::UnixStream::connect(self.sock()).is_err() {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "qemu-nbd did not start"
