@@ -22,6 +22,38 @@ pub enum Liveness {
     Unknown(String),
 }
 
+/// Whether a process with this pid exists. A zombie counts as gone only
+/// once its whole thread group has exited: until then its other threads
+/// still hold its open files (a cipher directory, a backing image).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => !exited_whole(&s),
+        Err(_) => false,
+    }
+}
+
+/// Whether a `/proc/PID/status` text is of a zombie with no thread left
+/// but its (exited) leader.
+fn exited_whole(status: &str) -> bool {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let zombie = field("State:").is_some_and(|v| v.starts_with('Z') || v.starts_with('X'));
+    let threads: Option<u32> = field("Threads:").and_then(|v| v.parse().ok());
+    zombie && threads.is_none_or(|n| n <= 1)
+}
+
 /// The start time of `pid` in clock ticks since boot (field 22 of
 /// `/proc/PID/stat`); `None` if there is no such process or it is a zombie.
 pub fn start_time(pid: i32) -> Option<u64> {
@@ -190,7 +222,7 @@ impl Exiting {
     pub fn wait(&self, timeout: std::time::Duration) -> bool {
         let end = std::time::Instant::now() + timeout;
         let Some(fd) = &self.fd else {
-            while crate::state::pid_alive(self.pid) {
+            while pid_alive(self.pid) {
                 if std::time::Instant::now() >= end {
                     return false;
                 }
@@ -214,7 +246,7 @@ impl Exiting {
                 return false;
             }
             if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return !crate::state::pid_alive(self.pid);
+                return !pid_alive(self.pid);
             }
         }
     }
@@ -245,6 +277,15 @@ impl Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_is_gone_only_with_its_last_thread() {
+        assert!(exited_whole("Name:\tx\nState:\tZ (zombie)\nThreads:\t1\n"));
+        assert!(!exited_whole("Name:\tx\nState:\tZ (zombie)\nThreads:\t2\n"));
+        assert!(!exited_whole(
+            "Name:\tx\nState:\tS (sleeping)\nThreads:\t1\n"
+        ));
+    }
 
     #[test]
     fn start_time_is_field_22() {

@@ -184,37 +184,7 @@ impl State {
     }
 }
 
-/// Whether a process with this pid exists. A zombie counts as gone only
-/// once its whole thread group has exited: until then its other threads
-/// still hold its open files (a cipher directory, a backing image).
-pub fn pid_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid, 0) };
-    if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
-        return false;
-    }
-    match fs::read_to_string(format!("/proc/{pid}/status")) {
-        Ok(s) => !exited_whole(&s),
-        Err(_) => false,
-    }
-}
-
-/// Whether a `/proc/PID/status` text is of a zombie with no thread left
-/// but its (exited) leader.
-fn exited_whole(status: &str) -> bool {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::trim)
-    };
-    let zombie = field("State:").is_some_and(|v| v.starts_with('Z') || v.starts_with('X'));
-    let threads: Option<u32> = field("Threads:").and_then(|v| v.parse().ok());
-    zombie && threads.is_none_or(|n| n <= 1)
-}
+pub use crate::procid::pid_alive;
 
 /// The run directory as configured: `$CRYPTKEEP_RUN_DIR` or `/run/cryptkeep`.
 fn configured_run_dir() -> PathBuf {
@@ -524,15 +494,6 @@ mod tests {
         for bad in ["", ".", "..", ".hidden", "a/b", "a b", &"x".repeat(65)] {
             assert_eq!(check_name(bad).unwrap_err().code, Code::Usage, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_zombie_is_gone_only_with_its_last_thread() {
-        assert!(exited_whole("Name:\tx\nState:\tZ (zombie)\nThreads:\t1\n"));
-        assert!(!exited_whole("Name:\tx\nState:\tZ (zombie)\nThreads:\t2\n"));
-        assert!(!exited_whole(
-            "Name:\tx\nState:\tS (sleeping)\nThreads:\t1\n"
-        ));
     }
 
     #[test]

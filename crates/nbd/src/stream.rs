@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use crate::tls::TlsStream;
+use crate::tls::{Socket, TlsStream};
 
 /// A connected socket of either family, plain or under TLS.
 #[derive(Debug)]
@@ -102,6 +102,21 @@ impl Stream {
             Stream::Tcp(s) => (&*s).write(buf),
             Stream::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
         }
+    }
+}
+
+impl Socket for Stream {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        Stream::recv(self, buf)
+    }
+    fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        Stream::send(self, buf)
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        Stream::set_nonblocking(self, on)
+    }
+    fn shutdown(&self) {
+        Stream::shutdown(self)
     }
 }
 

@@ -44,17 +44,19 @@ pub(crate) fn open(
     })?;
     let greeting = handshake::greet(&mut sock, peer)?;
     handshake::starttls(&mut sock, peer, greeting)?;
-    let s = TlsStream::handshake(sock, Connection::Client(conn), Some(timeout)).map_err(|e| {
-        match e.kind() {
-            // Timeouts and resets stay connection errors (a timeout is
-            // reported as the handshake's).
-            std::io::ErrorKind::InvalidData => Error::Tls {
-                peer: peer.server.into(),
-                reason: e.to_string(),
-            },
-            _ => Error::Connection(e),
-        }
-    })?;
+    let s = TlsStream::handshake(Box::new(sock), Connection::Client(conn), Some(timeout)).map_err(
+        |e| {
+            match e.kind() {
+                // Timeouts and resets stay connection errors (a timeout is
+                // reported as the handshake's).
+                std::io::ErrorKind::InvalidData => Error::Tls {
+                    peer: peer.server.into(),
+                    reason: e.to_string(),
+                },
+                _ => Error::Connection(e),
+            }
+        },
+    )?;
     Ok((Stream::Tls(s), Some(greeting)))
 }
 

@@ -23,7 +23,7 @@ pub(crate) fn accept(
         peer: "a client".into(),
         reason: e.to_string(),
     })?;
-    let tls = TlsStream::handshake(sock, Connection::Server(conn), Some(timeout))
+    let tls = TlsStream::handshake(Box::new(sock), Connection::Server(conn), Some(timeout))
         .map_err(|e| Error::io("TLS handshake", e))?;
     Ok(Stream::Tls(tls))
 }

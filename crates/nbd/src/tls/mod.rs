@@ -18,4 +18,4 @@ mod insecure;
 mod stream;
 
 pub use config::{ClientTls, ServerTls, TlsMode};
-pub(crate) use stream::TlsStream;
+pub(crate) use stream::{Socket, TlsStream};

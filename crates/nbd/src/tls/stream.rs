@@ -20,7 +20,18 @@ use std::time::{Duration, Instant};
 
 use rustls::Connection;
 
-use crate::stream::Stream;
+/// The plain socket a TLS session runs over: what the session needs of
+/// it, through shared references (its handles share it).
+pub(crate) trait Socket: AsRawFd + fmt::Debug + Send + Sync {
+    /// Reads what is there (non-blocking once the handshake is done).
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Writes what the socket takes.
+    fn send(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Switches between blocking and non-blocking mode.
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
+    /// Ends both directions.
+    fn shutdown(&self);
+}
 
 /// Plaintext rustls accepts from one write before its records go out (a
 /// 32 MiB reply is encrypted and sent a slice at a time).
@@ -29,7 +40,7 @@ const SEND_SLICE: usize = 256 << 10;
 const RECV_SIZE: usize = 128 << 10;
 
 /// The socket as rustls reads and writes it.
-struct Sock<'a>(&'a Stream);
+struct Sock<'a>(&'a dyn Socket);
 
 impl Read for Sock<'_> {
     fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
@@ -58,7 +69,7 @@ struct Session {
 
 struct Inner {
     /// The plain socket (non-blocking once the handshake is done).
-    sock: Stream,
+    sock: Box<dyn Socket>,
     conn: Mutex<Session>,
     /// Read and write timeouts.
     timeouts: Mutex<(Option<Duration>, Option<Duration>)>,
@@ -89,11 +100,11 @@ impl TlsStream {
     /// with its timeouts set (a peer that stalls fails the handshake);
     /// then the session keeps those timeouts.
     pub(crate) fn handshake(
-        sock: Stream,
+        sock: Box<dyn Socket>,
         mut conn: Connection,
         timeout: Option<Duration>,
     ) -> io::Result<TlsStream> {
-        let mut io = Sock(&sock);
+        let mut io = Sock(&*sock);
         while conn.is_handshaking() {
             match conn.complete_io(&mut io) {
                 Ok((0, 0)) => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -161,7 +172,7 @@ impl TlsStream {
     pub(crate) fn shutdown(&self) {
         if let Ok(mut s) = self.inner.conn.try_lock() {
             s.conn.send_close_notify();
-            let _ = s.conn.write_tls(&mut Sock(&self.inner.sock));
+            let _ = s.conn.write_tls(&mut Sock(&*self.inner.sock));
         }
         self.inner.sock.shutdown();
     }
@@ -187,7 +198,7 @@ impl TlsStream {
     /// Writes what it can of the queued records without waiting.
     fn push(&self, c: &mut Connection) -> io::Result<()> {
         while c.wants_write() {
-            match c.write_tls(&mut Sock(&self.inner.sock)) {
+            match c.write_tls(&mut Sock(&*self.inner.sock)) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
