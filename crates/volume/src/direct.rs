@@ -16,6 +16,13 @@
 //! buffers or ranges not aligned to [`ALIGN`], or after the backing store
 //! refused one (then every read is buffered again).
 //! `CRYPTKEEP_DIRECT_READS=0` in the environment turns them off.
+//!
+//! Writes stay buffered (a direct write would hold a FUSE queue thread
+//! until the disk has it, and there are only a few), but on a disk each
+//! large one starts its own write-back at once ([`Direct::start_writeback`]):
+//! measured with fio writes timed until durable on an ext4 disk, that took
+//! the block path from 0.82 to 1.7 of a plain direct-I/O loop device.
+//! `CRYPTKEEP_EARLY_WRITEBACK=0` turns it off.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -36,13 +43,17 @@ const IN_MEMORY: [i64; 2] = [0x0102_1994, 0x8584_58f6];
 pub(crate) struct Direct {
     file: Option<File>,
     off: AtomicBool,
+    /// Whether the backing store is on a disk (writes start their
+    /// write-back at once, see [`Direct::start_writeback`]).
+    on_disk: bool,
 }
 
 impl Direct {
     /// Opens the direct descriptor of `backing`, or none (see the module
     /// documentation for when).
     pub(crate) fn open(backing: &File) -> Direct {
-        let file = (enabled() && !in_memory(backing))
+        let on_disk = !in_memory(backing);
+        let file = (enabled() && on_disk)
             .then(|| {
                 std::fs::OpenOptions::new()
                     .read(true)
@@ -54,7 +65,29 @@ impl Direct {
         Direct {
             file,
             off: AtomicBool::new(false),
+            on_disk: on_disk && writeback_enabled(),
         }
+    }
+
+    /// Starts the disk writing `len` bytes just written at `pos` through
+    /// the page cache, without waiting for it (`sync_file_range` with
+    /// `SYNC_FILE_RANGE_WRITE`): the disk works while the next request is
+    /// encrypted, dirty ciphertext does not pile up in memory, and a flush
+    /// finds little left to write. Only on a disk, for writes of at least
+    /// [`WRITEBACK_MIN`] bytes; best effort (an error here is one a later
+    /// flush reports).
+    pub(crate) fn start_writeback(&self, backing: &File, pos: u64, len: usize) {
+        if !self.on_disk || len < WRITEBACK_MIN {
+            return;
+        }
+        let (Ok(pos), Ok(len)) = (i64::try_from(pos), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: sync_file_range on a descriptor borrowed from `backing`;
+        // no memory is passed.
+        unsafe {
+            libc::sync_file_range(backing.as_raw_fd(), pos, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
     }
 
     /// Whether direct reads are in use.
@@ -83,6 +116,15 @@ impl Direct {
             Err(e) => Some(Err(Error::io("read", pos, e))),
         }
     }
+}
+
+/// Writes smaller than this leave their write-back to the kernel.
+const WRITEBACK_MIN: usize = 128 << 10;
+
+/// Whether `CRYPTKEEP_EARLY_WRITEBACK` leaves early write-back on (anything
+/// but "0").
+fn writeback_enabled() -> bool {
+    std::env::var("CRYPTKEEP_EARLY_WRITEBACK").map_or(true, |v| v.trim() != "0")
 }
 
 /// Whether `CRYPTKEEP_DIRECT_READS` leaves direct reads on (anything but "0").
@@ -145,6 +187,36 @@ mod tests {
         // Unaligned: left to the page cache.
         assert!(d.read(&mut v[s + 1..s + 1 + ALIGN], 0).is_none());
         assert!(d.read(&mut v[s..s + ALIGN], 1).is_none());
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn early_writeback_keeps_what_was_written() {
+        let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let p = dir.join(format!("ck-direct-wb-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .unwrap();
+        let d = Direct::open(&f);
+        let data: Vec<u8> = (0..WRITEBACK_MIN * 2).map(|i| (i % 251) as u8).collect();
+        f.write_all_at(&data, 4096).unwrap();
+        d.start_writeback(&f, 4096, data.len());
+        // Rewritten while (maybe) under write-back: the last write wins.
+        f.write_all_at(&data[..4096], 0).unwrap();
+        f.write_all_at(&[7u8; 4096], 4096).unwrap();
+        d.start_writeback(&f, 0, 2 * 4096);
+        f.sync_data().unwrap();
+        let mut back = vec![0u8; 4096 + data.len()];
+        f.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back[..4096], &data[..4096]);
+        assert!(back[4096..8192].iter().all(|&b| b == 7));
+        assert_eq!(&back[8192..], &data[4096..]);
         std::fs::remove_file(&p).unwrap();
     }
 }

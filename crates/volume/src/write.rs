@@ -74,6 +74,7 @@ impl Engine {
                 st.encrypt(first, 0..span)?;
                 write_all(&self.backing, &st.buf()[..span], pos)
             })?;
+            self.started_writing(pos, span);
             return Ok(buf.len());
         }
         with_scratch(span, |sc| {
@@ -83,8 +84,17 @@ impl Engine {
             sc[skip..skip + buf.len()].copy_from_slice(buf);
             self.crypt_run(Dir::Encrypt, first, sc)?;
             write_all(&self.backing, sc, pos)?;
+            self.started_writing(pos, span);
             Ok(buf.len())
         })
+    }
+
+    /// Has the disk start on `span` bytes just written at `pos` (see
+    /// `direct.rs`).
+    fn started_writing(&self, pos: u64, span: usize) {
+        if let Some(f) = crate::io::as_file(&self.backing) {
+            self.direct.start_writeback(f, pos, span);
+        }
     }
 
     /// Reads and decrypts whole sectors starting at `sector` into `buf`.
