@@ -96,7 +96,9 @@ is_encrypted() { [[ " ${encrypted[*]} " == *" $1 "* ]]; }
 on_exit() {
   local rc=$?
   trap '' INT TERM
-  exec 2>&3
+  # fd 3 is closed while a mount runs (its daemon must not hold the log); an
+  # exec onto a closed fd would end the shell before the cleanup.
+  if { true >&3; } 2>/dev/null; then exec 2>&3; fi
   fs_cleanup
   [ $rc = 0 ] || echo "encfs: stopped (exit $rc); mounts and daemons removed" >&2
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The keep's lifecycle, on a real loop device and ext4:
-# - open starts a keep (default --keep process) that status reports; close makes it exit;
+# - open starts a keep (default --keep process) that status reports, in the daemon's session
+#   (one scheduler autogroup for the pair); close makes it exit;
 # - the keep killed during a write load: every later request fails with EIO, status says
 #   the keep is gone, and after reopening every file whose fsync had returned is intact;
 # - the I/O daemon killed: the keep notices and exits.
@@ -30,6 +31,13 @@ alive "$kp" || fail "keep $kp not running"
 grep -q "keep: *process (pid $kp, key in memfd_secret)" "$W/st.txt" || { cat "$W/st.txt"; fail "status lacks the keep"; }
 grep -q "sandbox: .*seccomp" "$W/st.txt" || { cat "$W/st.txt"; fail "status lacks the sandbox"; }
 grep -q "^Seccomp:[[:space:]]*2" "/proc/$kp/status" || fail "keep has no seccomp filter"
+# The keep stays in the detached daemon's session: the scheduler's autogroup is per
+# session, and the pair must share one (a keep in a group of its own loses CPU time on a
+# busy machine at each hand-off).
+[ "$(ps -o sid= -p "$kp" | tr -d ' ')" = "$dp" ] || { ps -o pid,ppid,pgid,sid,args -p "$kp,$dp"; fail "the keep is not in the daemon's session"; }
+if [ -r "/proc/$kp/autogroup" ]; then
+  [ "$(cut -d' ' -f1 < "/proc/$kp/autogroup")" = "$(cut -d' ' -f1 < "/proc/$dp/autogroup")" ] || fail "the keep and the daemon are in different autogroups"
+fi
 
 step "write load, then SIGKILL the keep"
 head -c 4M /dev/urandom > "$W/src"

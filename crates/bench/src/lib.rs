@@ -16,6 +16,7 @@
 //! | [`csv`], [`data`] | the script's files, read and cross-checked |
 //! | [`stats`], [`compare`] | medians and spreads; best peer, ratios |
 //! | [`markdown`], [`chart`], [`machine`] | the pages and charts |
+//! | [`side_by_side`] | runs on different backing stores on one page |
 
 pub mod chart;
 pub mod compare;
@@ -26,6 +27,7 @@ pub mod machine;
 pub mod markdown;
 pub mod report;
 pub mod script;
+pub mod side_by_side;
 pub mod stats;
 
 use std::path::{Path, PathBuf};
@@ -189,6 +191,17 @@ pub fn render(dir: &Path) -> Result<()> {
         });
     }
     write(&dir.join("index.md"), &markdown::index_page(&name, &pages))
+}
+
+/// Reads the runs in `dirs` (made with different `--backing` stores, or on
+/// different days) and returns one Markdown page with their figures side
+/// by side ([`side_by_side::page`]).
+pub fn side_by_side(dirs: &[PathBuf]) -> Result<String> {
+    let runs = dirs
+        .iter()
+        .map(|d| side_by_side::Run::load(d))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(side_by_side::page(&runs))
 }
 
 #[cfg(test)]

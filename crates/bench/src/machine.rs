@@ -59,6 +59,7 @@ pub fn describe(backing: Option<&Path>, exe: &Path) -> String {
         Some(dir) => {
             let d = dir.display().to_string();
             let fs = first_line("findmnt", &["-no", "FSTYPE,SOURCE", "-T", &d])
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
                 .unwrap_or_else(|| "unknown".into());
             format!("{d} ({fs})")
         }

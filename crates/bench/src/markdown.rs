@@ -64,7 +64,7 @@ pub fn chart_file(table: &str) -> String {
 }
 
 /// The label of target `name` (its name when it has none).
-fn label<'a>(data: &'a ReportData, name: &'a str) -> &'a str {
+pub(crate) fn label<'a>(data: &'a ReportData, name: &'a str) -> &'a str {
     data.targets
         .iter()
         .find(|t| t.name == name && !t.label.is_empty())

@@ -48,6 +48,33 @@ pub fn detach(log: Option<&Path>) {
     // SAFETY: setsid has no memory-safety preconditions; it fails only
     // for a process group leader, which a forked child never is.
     unsafe { libc::setsid() };
+    redirect(log);
+}
+
+/// Detaches a keep: like [`detach`], except that a keep whose parent is
+/// already a session leader (an I/O daemon that detached itself) stays in
+/// its parent's session. The kernel schedules a session as one group
+/// (`CONFIG_SCHED_AUTOGROUP`), so the daemon's threads and the keep's
+/// workers, which take turns on each request, share one group's CPU time
+/// as `--keep inline`'s threads do, and a hand-off between them does not
+/// wait for another group's time slice. A keep started from a terminal
+/// (a daemon in the foreground) still gets a session of its own, so that
+/// Ctrl-C reaches the daemon, which then stops the keep after its last
+/// write.
+pub fn detach_keep(log: Option<&Path>) {
+    // SAFETY: getsid, getppid and setsid have no memory-safety
+    // preconditions.
+    unsafe {
+        if libc::getsid(0) != libc::getppid() {
+            libc::setsid();
+        }
+    }
+    redirect(log);
+}
+
+/// Standard input and output on `/dev/null`, standard error appended to
+/// `log`; nothing without a log.
+fn redirect(log: Option<&Path>) {
     let Some(log) = log else {
         return;
     };

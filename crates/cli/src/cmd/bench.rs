@@ -48,11 +48,14 @@ pub struct Args {
     #[command(subcommand)]
     pub keep: Option<BenchCmd>,
     /// The reports to regenerate, in order (`all`: every one).
-    #[arg(value_enum, required_unless_present = "render")]
+    #[arg(value_enum, required_unless_present_any = ["render", "side_by_side"])]
     pub reports: Vec<ReportName>,
     /// Write the pages, charts and index of an earlier run's directory again from its data.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["reports", "quick", "reps", "backing"])]
     pub render: Option<PathBuf>,
+    /// Print one Markdown page with the figures of earlier runs side by side (a run on a tmpfs beside one on a disk, say).
+    #[arg(long, value_name = "RUN_DIR", num_args = 2.., conflicts_with_all = ["reports", "quick", "reps", "backing", "render"])]
+    pub side_by_side: Vec<PathBuf>,
     /// Tiny sizes, one repetition: checks that every report runs end to end and has every row.
     #[arg(long)]
     pub quick: bool,
@@ -82,6 +85,11 @@ pub fn run(args: Args) -> CliResult {
     if let Some(dir) = &args.render {
         cryptkeep_bench::render(dir).map_err(|e| to_cli(&e))?;
         println!("{}", dir.join("index.md").display());
+        return Ok(());
+    }
+    if !args.side_by_side.is_empty() {
+        let page = cryptkeep_bench::side_by_side(&args.side_by_side).map_err(|e| to_cli(&e))?;
+        print!("{page}");
         return Ok(());
     }
     let names: Vec<&str> = args.reports.iter().map(|r| r.name()).collect();

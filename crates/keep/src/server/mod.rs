@@ -266,7 +266,7 @@ fn serve<H: Handler + 'static>(
             _ => "ordinary (mlocked)".to_string(),
         },
     ));
-    crate::detach::detach(cfg.log.as_deref());
+    crate::detach::detach_keep(cfg.log.as_deref());
     if cfg.log.is_some() {
         let summary: Vec<String> = facts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         eprintln!(
