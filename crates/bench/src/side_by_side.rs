@@ -34,15 +34,31 @@ fn backing_of(machine_md: &str) -> Option<String> {
     })
 }
 
+/// The run name in the title of a run's `index.md`.
+fn run_name_of(index_md: &str) -> Option<String> {
+    let title = index_md.lines().next()?;
+    let name = title
+        .strip_prefix("# cryptkeep bench, run `")?
+        .strip_suffix('`')?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
 impl Run {
     /// Reads the run in `dir`; a report whose files do not read is set
     /// aside with its error, and a run without any readable report is an
     /// error.
     pub fn load(dir: &Path) -> Result<Run> {
-        let name = std::fs::canonicalize(dir)
-            .unwrap_or_else(|_| dir.to_path_buf())
-            .file_name()
-            .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned());
+        // The run's own name (its index page's title), which survives a
+        // copy of the directory under another name.
+        let name = std::fs::read_to_string(dir.join("index.md"))
+            .ok()
+            .and_then(|t| run_name_of(&t))
+            .unwrap_or_else(|| {
+                std::fs::canonicalize(dir)
+                    .unwrap_or_else(|_| dir.to_path_buf())
+                    .file_name()
+                    .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned())
+            });
         let backing = std::fs::read_to_string(dir.join("machine.md"))
             .ok()
             .and_then(|m| backing_of(&m))
@@ -260,6 +276,15 @@ mod tests {
         b.reports[0].0 = Report::Tresor;
         let md = page(&[run("r1", "ram", data(1.0, 1.0, 1.0)), b]);
         assert!(!md.contains("## "), "{md}");
+    }
+
+    #[test]
+    fn run_name_from_the_index_title() {
+        assert_eq!(
+            run_name_of("# cryptkeep bench, run `2026-11-26-150316-vm`\n\nThe machine").as_deref(),
+            Some("2026-11-26-150316-vm")
+        );
+        assert_eq!(run_name_of("# something else"), None);
     }
 
     #[test]
