@@ -28,19 +28,28 @@ use crate::Error;
 pub trait Handler: Send + Sync {
     /// Handles one request.
     fn handle(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32>;
+
+    /// How long a worker polls for the next request before it sleeps,
+    /// unless `CRYPTKEEP_KEEP_SPIN_US` says otherwise: 50 µs, enough for
+    /// the back-to-back megabyte requests of a volume. An overlay keep
+    /// answers many small requests that come tens to a few hundred
+    /// microseconds apart, and a wake-up costs tens of microseconds on a
+    /// VM; it polls longer.
+    fn idle_spin(&self) -> Duration {
+        Duration::from_micros(50)
+    }
 }
 
 /// The longest a worker keeps polling after its last request before it
-/// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default 50 µs); past
-/// the first microseconds it yields the CPU between polls. With
-/// `CRYPTKEEP_KEEP_SPIN_ADAPT=1` how long it really polls follows how soon
-/// requests have been coming (`spin.rs`).
-fn spin_window() -> Duration {
-    let us = std::env::var("CRYPTKEEP_KEEP_SPIN_US")
+/// sleeps on its doorbell (`CRYPTKEEP_KEEP_SPIN_US`, default the handler's
+/// [`Handler::idle_spin`]); past the first microseconds it yields the CPU
+/// between polls. With `CRYPTKEEP_KEEP_SPIN_ADAPT=1` how long it really
+/// polls follows how soon requests have been coming (`spin.rs`).
+fn spin_window(default: Duration) -> Duration {
+    std::env::var("CRYPTKEEP_KEEP_SPIN_US")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(50u64);
-    Duration::from_micros(us)
+        .map_or(default, Duration::from_micros)
 }
 
 /// Running workers; [`Server::shutdown`] stops them.
@@ -76,7 +85,7 @@ pub fn serve_with(
     let workers = workers.clamp(1, queues.min(super::arena::MAX_WORKERS));
     arena.workers().store(workers as u32, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
-    let spin = spin_window();
+    let spin = spin_window(handler.idle_spin());
     // Return only once every worker runs: a thread's start-up system calls
     // (set_robust_list, rseq, its name) must be over before the caller
     // applies a seccomp filter.

@@ -100,4 +100,11 @@ impl Handler for OverlayHandler {
             _ => Err(STATUS_UNSUPPORTED),
         }
     }
+
+    /// 300 µs: a tar extract through `fs mount --keep` ran as fast as
+    /// without the keep (1.00× where 50 µs gave 0.75×): between one
+    /// file's requests the worker stays awake.
+    fn idle_spin(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(300)
+    }
 }
