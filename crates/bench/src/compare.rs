@@ -73,43 +73,17 @@ pub fn compare(data: &ReportData) -> Vec<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Metric, Sample, Target};
 
     fn data(better: Better) -> ReportData {
-        let t = |name: &str, role| Target {
-            name: name.into(),
-            role,
-            label: name.into(),
-        };
-        let s = |target: &str, value| Sample {
-            target: target.into(),
-            metric: "m".into(),
-            rep: 1,
-            value,
-        };
-        ReportData {
-            targets: vec![
-                t("plain", Role::Baseline),
-                t("ck", Role::Ours),
-                t("slow", Role::Peer),
-                t("fast", Role::Peer),
+        crate::testdata::one_metric(
+            better,
+            &[
+                ("plain", Role::Baseline, 100.0),
+                ("ck", Role::Ours, 50.0),
+                ("slow", Role::Peer, 10.0),
+                ("fast", Role::Peer, 25.0),
             ],
-            metrics: vec![Metric {
-                name: "m".into(),
-                label: "m".into(),
-                unit: "u".into(),
-                better,
-                table: "t".into(),
-                applies_to: None,
-            }],
-            samples: vec![
-                s("plain", 100.0),
-                s("ck", 50.0),
-                s("slow", 10.0),
-                s("fast", 25.0),
-            ],
-            ..Default::default()
-        }
+        )
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub mod report;
 pub mod script;
 pub mod side_by_side;
 pub mod stats;
+#[cfg(test)]
+mod testdata;
 
 use std::path::{Path, PathBuf};
 

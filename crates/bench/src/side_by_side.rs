@@ -203,37 +203,17 @@ fn letter(i: usize) -> char {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Better, Metric, Role, Sample, Target};
+    use crate::data::{Better, Role};
 
     fn data(ours: f64, peer: f64, base: f64) -> ReportData {
-        let t = |name: &str, role| Target {
-            name: name.into(),
-            role,
-            label: format!("{name} label"),
-        };
-        let s = |target: &str, value| Sample {
-            target: target.into(),
-            metric: "read".into(),
-            rep: 1,
-            value,
-        };
-        ReportData {
-            targets: vec![
-                t("plain", Role::Baseline),
-                t("ck", Role::Ours),
-                t("peer", Role::Peer),
+        crate::testdata::one_metric(
+            Better::Higher,
+            &[
+                ("plain", Role::Baseline, base),
+                ("ck", Role::Ours, ours),
+                ("peer", Role::Peer, peer),
             ],
-            metrics: vec![Metric {
-                name: "read".into(),
-                label: "stream read".into(),
-                unit: "MiB/s".into(),
-                better: Better::Higher,
-                table: "t".into(),
-                applies_to: None,
-            }],
-            samples: vec![s("plain", base), s("ck", ours), s("peer", peer)],
-            ..Default::default()
-        }
+        )
     }
 
     fn run(name: &str, backing: &str, d: ReportData) -> Run {
@@ -265,8 +245,8 @@ mod tests {
             .expect("a row for the metric");
         assert_eq!(
             row,
-            "| stream read [MiB/s] | ck label | 2000 | peer label 1000 | **2.00×** | 0.500× \
-             | 900 | peer label 300 | **3.00×** | 0.900× |"
+            "| stream read [MiB/s] | ck | 2000 | peer 1000 | **2.00×** | 0.500× \
+             | 900 | peer 300 | **3.00×** | 0.900× |"
         );
     }
 
