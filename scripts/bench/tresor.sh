@@ -17,7 +17,8 @@
 #                    exported as a FUSE file, direct-I/O loop                 (peer)
 #   nbdkit-luks      nbdkit's luks filter: always skipped (it needs nbdfuse)  (peer)
 # The image files are on a fresh tmpfs (or, with --backing DIR, in a work directory made
-# in DIR). Every rep measures every target once, in an order rotated from rep to rep.
+# in DIR; there fio writes are timed until durable, --end_fsync=1). Every rep measures every
+# target once, in an order rotated from rep to rep.
 # Writes the files of docs/design/bench.md into --out DIR.
 #
 # usage: scripts/bench/tresor.sh --out DIR [--quick] [--reps N] [--backing DIR] [--size MiB]
@@ -123,7 +124,7 @@ dd_into_ext2() { # DEV: the report's timed dd, MB/s
 }
 measure() { # TARGET REP
   local t=$1 r=$2 d=${dev[$1]}
-  rep_value $t fio-write $r "$(blk_fio "$d" write $size_mib $fio_runtime)"
+  rep_value $t fio-write $r "$(blk_fio "$d" write $size_mib $fio_runtime ${backing:+durable})"
   blk_drop_caches
   rep_value $t fio-read $r "$(blk_fio "$d" read $size_mib $fio_runtime)"
   rep_value $t dd-write $r "$(dd_into_ext2 "$d")"
@@ -202,7 +203,10 @@ versions() {
 - $reps rep(s); every rep measures every target once, in an order rotated by one target
   from rep to rep; devices of $size_mib MiB; image files on $blk_store_desc$([ -n "$backing" ] && echo " (in $backing)").
 - Per target and rep: fio sequential write then read (1 MiB blocks, libaio, iodepth 64,
-  two jobs on the two halves of the device, O_DIRECT, at most $fio_runtime s each); then
+  two jobs on the two halves of the device, O_DIRECT, at most $fio_runtime s each$([ -n "$backing" ] && echo "; on a
+  disk each write ends with an fsync of the device inside its time (fio --end_fsync=1), so a
+  target that writes its image through the page cache is timed until its data is on the disk,
+  as the direct-I/O plain loop's is")); then
   \`mkfs.ext2 -E nodiscard\`, a mount, \`dd if=/dev/zero of=FILE bs=$dd_block count=1
   conv=fdatasync,notrunc\` once untimed and once timed (the report's 24 runs overwrote one
   file; the timed run here is such an overwrite), rate from dd's own byte count and time in
