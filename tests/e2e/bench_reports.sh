@@ -7,6 +7,7 @@
 # - every value in the data is a positive number and the index names every report;
 # - nothing is left behind: no mount, loop device or process that points
 #   into the run's work directories;
+# - `bench --side-by-side RUN RUN` puts the run beside itself, one table per report;
 # - Ctrl-C in the middle of a report: exit 130, and again nothing left behind.
 source "$(dirname "$0")/lib/common.sh"
 
@@ -50,6 +51,17 @@ for r in tresor encfs secgear caam integrity; do
 done
 [ "$(tail -n +2 "$run/data.csv" | grep -c .)" -gt 0 ] || fail "the run's data.csv is empty"
 left=$(leftovers); [ -z "$left" ] || fail "left behind after bench all: $left"
+
+step "--side-by-side: the run beside itself, one table per report"
+"$CK" bench --side-by-side "$run" "$run" > "$W/both.md" 2> "$W/both.err" || { cat "$W/both.err" >&2; fail "bench --side-by-side failed"; }
+grep -q "^- \*\*B\*\*: run \[\`$(basename "$run")\`\]" "$W/both.md" || { head -8 "$W/both.md" >&2; fail "the page does not name the runs"; }
+for title in "The TresorSGX report" "The EncFS vs eCryptfs report"; do
+  grep -q "^## $title" "$W/both.md" || fail "the side-by-side page lacks $title"
+done
+grep -q "^| metric | cryptkeep | A: cryptkeep | A: best peer | A: × peer | A: × baseline | B: cryptkeep" "$W/both.md" \
+  || fail "the side-by-side page has no two-run table"
+expect_fail 1 "2 values required" "$CK" bench --side-by-side "$run"
+echo "ok: $(grep -c '^| ' "$W/both.md") table rows"
 
 step "Ctrl-C during a report: exit 130, nothing left behind"
 "$CK" bench tresor --quick --out "$W/res-int" > /dev/null 2> "$W/int.err" &
