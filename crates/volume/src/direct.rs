@@ -155,14 +155,14 @@ mod tests {
         (v, skip)
     }
 
-    #[test]
-    fn direct_reads_see_buffered_writes_or_step_aside() {
-        // The crate's target directory is on a disk in most setups; on a
-        // tmpfs the descriptor is simply not opened.
+    /// A new empty file named `name`-PID in the crate's target directory,
+    /// which is on a disk in most setups (on a tmpfs the direct descriptor
+    /// is simply not opened).
+    fn scratch_file(name: &str) -> (std::path::PathBuf, std::fs::File) {
         let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
-        let p = dir.join(format!("ck-direct-{}", std::process::id()));
+        let p = dir.join(format!("{name}-{}", std::process::id()));
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -170,6 +170,12 @@ mod tests {
             .truncate(true)
             .open(&p)
             .unwrap();
+        (p, f)
+    }
+
+    #[test]
+    fn direct_reads_see_buffered_writes_or_step_aside() {
+        let (p, f) = scratch_file("ck-direct");
         f.write_all_at(&vec![5u8; 4 * ALIGN], 0).unwrap();
         let d = Direct::open(&f);
         // A buffered write, still dirty in the page cache.
@@ -192,17 +198,7 @@ mod tests {
 
     #[test]
     fn early_writeback_keeps_what_was_written() {
-        let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        let p = dir.join(format!("ck-direct-wb-{}", std::process::id()));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&p)
-            .unwrap();
+        let (p, f) = scratch_file("ck-direct-wb");
         let d = Direct::open(&f);
         let data: Vec<u8> = (0..WRITEBACK_MIN * 2).map(|i| (i % 251) as u8).collect();
         f.write_all_at(&data, 4096).unwrap();
