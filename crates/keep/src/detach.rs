@@ -58,14 +58,21 @@ pub fn detach(log: Option<&Path>) {
 /// workers, which take turns on each request, share one group's CPU time
 /// as `--keep inline`'s threads do, and a hand-off between them does not
 /// wait for another group's time slice. A keep started from a terminal
-/// (a daemon in the foreground) still gets a session of its own, so that
-/// Ctrl-C reaches the daemon, which then stops the keep after its last
-/// write.
+/// (a daemon in the foreground, or a session leader that has one) still
+/// gets a session of its own, so that Ctrl-C reaches the daemon, which
+/// then stops the keep after its last write.
 pub fn detach_keep(log: Option<&Path>) {
-    // SAFETY: getsid, getppid and setsid have no memory-safety
-    // preconditions.
+    // SAFETY: getsid, getppid, open, close and setsid have no
+    // memory-safety preconditions; the path is a NUL-terminated literal.
     unsafe {
-        if libc::getsid(0) != libc::getppid() {
+        let tty = libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        );
+        if tty >= 0 {
+            libc::close(tty);
+        }
+        if tty >= 0 || libc::getsid(0) != libc::getppid() {
             libc::setsid();
         }
     }
