@@ -144,6 +144,34 @@ fn only_entry(dir: &Path) -> PathBuf {
     v.pop().unwrap()
 }
 
+/// Waits until this process (which serves the mount) holds no regular
+/// file under `cipher` open: the kernel sends `RELEASE` after `close(2)`
+/// returns, and a file still open is shared by the next `open` of its
+/// inode, which then reaches the original file even after a swap (as any
+/// open descriptor does after a rename). The attacks must find it closed.
+fn wait_released(cipher: &Path) {
+    let cipher = &fs::canonicalize(cipher).unwrap();
+    let held = || {
+        fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.starts_with(cipher) && fs::metadata(l).is_ok_and(|m| m.is_file()))
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let h = held();
+        if h.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cipher files still open 10 s after close: {h:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Replaces `entry` (moved aside to `entry.orig`) with a symlink to `to`.
 fn swap(entry: &Path, to: &Path) {
     let mut aside = entry.as_os_str().to_owned();
@@ -261,6 +289,7 @@ fn operations_on_a_file_swapped_for_a_symlink_touch_nothing_outside() {
             let fx = Fx::new("swap-file", &opts);
             fs::write(fx.p("f"), b"hello\n").unwrap();
             fs::metadata(fx.p("f")).unwrap();
+            wait_released(&fx.cipher);
             let out = Outside::new(&fx._t, None);
             swap(&only_entry(&fx.cipher), &out.victim);
             let r = attack(&fx.p("f"));
@@ -348,6 +377,7 @@ fn operations_in_a_directory_swapped_for_a_symlink_touch_nothing_outside() {
             fs::metadata(fx.p("d/sub")).unwrap();
             let d = only_entry(&fx.cipher);
             fs::write(fx.p("f0"), b"zero\n").unwrap();
+            wait_released(&fx.cipher);
             let out = Outside::new(&fx._t, Some(&d));
             swap(&d, &out.dir);
             let r = attack(&fx.mnt);
