@@ -229,34 +229,59 @@ blk_qsd_luks() {
     blk_dev=$(losetup -f --show "$export_file"); } && blk_loops+=("$blk_dev")
 }
 
+# blk_wait CMD...: runs CMD in the background and waits for it. A SIGINT, SIGTERM or SIGHUP
+# meanwhile is passed on to CMD and waited out before this shell exits. The measurements run
+# inside command substitutions, whose subshell would otherwise die at once and leave CMD
+# running on a device that the clean-up then tears down under it.
+blk_wait() {
+  "$@" &
+  local p=$!
+  trap "kill -TERM $p 2>/dev/null; wait $p; exit 130" INT
+  trap "kill -TERM $p 2>/dev/null; wait $p; exit 143" TERM
+  trap "kill -TERM $p 2>/dev/null; wait $p; exit 129" HUP
+  local rc=0
+  wait $p || rc=$?
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
+  return $rc
+}
+
 # blk_fio DEV read|write SIZE_MiB RUNTIME_S [durable]: sequential 1 MiB blocks, iodepth 64,
 # libaio, direct, two jobs on the two halves of the device; prints MiB/s. With "durable", a
 # write ends with an fsync of the device that the time includes (--end_fsync=1): what a
 # target kept in a page cache below the device must then reach the disk within the time.
 blk_fio() {
-  local durable=()
+  local durable=() out=$blk_w/fio.$BASHPID.json
   [ "${5:-}" = durable ] && [ "$2" = write ] && durable=(--end_fsync=1)
-  fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 --numjobs=2 \
-    --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting "${durable[@]}" \
-    --output-format=json 2>/dev/null |
-    python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$2']['bw_bytes'] / 1048576, 2))"
+  blk_wait fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 \
+    --numjobs=2 --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting \
+    "${durable[@]}" --output-format=json --output="$out" 2>/dev/null >/dev/null || { rm -f "$out"; return 1; }
+  python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$2']['bw_bytes'] / 1048576, 2))" < "$out"
+  rm -f "$out"
 }
 
 # blk_hdparm -t|-T DEV: hdparm's timing of buffered device reads (-t, the caches flushed
 # first) or of reads from the buffer cache (-T); prints hdparm's figure in its MB/s (2^20 bytes).
 blk_hdparm() {
-  LC_ALL=C hdparm "$1" "$2" | awk '/Timing/ {
+  local out=$blk_w/hdparm.$BASHPID.txt
+  blk_wait env LC_ALL=C hdparm "$1" "$2" > "$out"
+  awk '/Timing/ {
     v = $(NF-1); u = $NF
     if (u ~ /^kB/) v /= 1024; else if (u ~ /^GB/) v *= 1024
-    print v }'
+    print v }' "$out"
+  rm -f "$out"
 }
 
 # blk_dd_rate DD_ARGS...: runs dd and prints its rate from dd's own count and time, in
 # MB/s (10^6 bytes, as dd reports).
 blk_dd_rate() {
-  LC_ALL=C dd "$@" 2>&1 >/dev/null | awk '/bytes .* copied/ {
+  local out=$blk_w/dd.$BASHPID.txt
+  blk_wait env LC_ALL=C dd "$@" 2> "$out" >/dev/null
+  awk '/bytes .* copied/ {
     s = $0; sub(/.*copied, /, "", s); split(s, t, " ")
-    if (t[1] > 0) printf "%.2f\n", $1 / t[1] / 1e6 }'
+    if (t[1] > 0) printf "%.2f\n", $1 / t[1] / 1e6 }' "$out"
+  rm -f "$out"
 }
 
 # blk_positive VALUE: is VALUE a positive decimal number?
