@@ -10,6 +10,13 @@ use crate::keep::Failure;
 use crate::proto::*;
 use crate::shm::Handler;
 
+/// The bytes of an overlay keep's slots: a whole FUSE request (1 MiB of
+/// plaintext, 256 blocks) as ciphertext (at most 256 × (4096 + 40)
+/// bytes), with room for the request headers of the pieces it is read in.
+/// With 1 MiB slots, as a volume keep has, a 1 MiB read or write could not
+/// go to the keep in place and took two extra copies.
+pub const OVERLAY_SLOT_BYTES: usize = (1 << 20) + (64 << 10);
+
 /// What the host's unlock step hands the overlay keep: the unwrapped
 /// master key (wiped once the keep has derived its keys from it) and the
 /// file system's configuration (feature flags, content cipher).
@@ -35,6 +42,7 @@ pub fn run_overlay(
     mut cfg: ServerConfig,
     unlock: impl FnOnce() -> Result<OverlayKey, Failure>,
 ) -> Result<(), Failure> {
+    cfg.arena.slot_bytes = cfg.arena.slot_bytes.max(OVERLAY_SLOT_BYTES);
     let (control, lc_hooked) = super::start(&mut cfg)?;
     let prepared = match prepare(unlock) {
         Ok(p) => p,
