@@ -112,6 +112,27 @@ echo "ok: $(head -n1 "$W/plain.err")"
 "$CK" close nt
 nbdinfo --size "$turi" >/dev/null 2>&1 && fail "the export still answers after close"
 
+step "--nbd-tls-allow: a client certificate the CA signed gets in only if it names an allowed client"
+# the test client's certificate names backup.example (lib/tls_certs.sh)
+for allow in laptop.example backup.example; do
+  aport=$(free_port)
+  "$CK" open "$vol" na --key-file "$W/pass" --no-loop --nbd "tcp:127.0.0.1:$aport" \
+    --nbd-tls-cert "$pki/server-cert.pem" --nbd-tls-key "$pki/server-key.pem" \
+    --nbd-tls-ca "$pki/ca-cert.pem" --nbd-tls-allow "$allow" > /dev/null
+  auri="nbds://localhost:$aport/na?tls-certificates=$pki"
+  if [ $allow = laptop.example ]; then
+    if nbdinfo --size "$auri" > "$W/allow.err" 2>&1; then fail "a client not named by --nbd-tls-allow got through"; fi
+    grep -qi "tls" "$W/allow.err" || fail "the refused client did not fail in the TLS handshake: $(cat "$W/allow.err")"
+    qemu-io --object "$qobj" -c "read 0 512" \
+      --image-opts "driver=nbd,server.type=inet,server.host=localhost,server.port=$aport,export=na,tls-creds=tls0" \
+      > /dev/null 2>&1 && fail "qemu with a client certificate not allowed got through"
+  else
+    [ "$(nbdinfo --size "$auri")" = $size ] || fail "the allowed client was refused"
+  fi
+  "$CK" close na
+done
+echo "ok: $(head -n1 "$W/allow.err")"
+
 step "--nbd-tls on over a unix socket: plaintext and TLS clients both served"
 sock=$W/nt.sock
 "$CK" open "$vol" nu --key-file "$W/pass" --no-loop --nbd "unix:$sock" --nbd-tls on \

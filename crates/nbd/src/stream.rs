@@ -31,6 +31,16 @@ impl Stream {
         })
     }
 
+    /// The peer's IP address (TCP; `None` for a unix-domain socket, whose
+    /// clients are local and admitted by the socket's permissions). An
+    /// IPv4 address mapped into IPv6 is given as the IPv4 address.
+    pub(crate) fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip().to_canonical()),
+            _ => None,
+        }
+    }
+
     /// Ends both directions: blocked reads and writes on every handle
     /// return.
     pub(crate) fn shutdown(&self) {

@@ -80,6 +80,7 @@ impl Certs {
             &self.0.join("server-cert.pem"),
             &self.0.join("server-key.pem"),
             client_ca.then_some(ca.as_path()),
+            &[],
             mode,
         )
         .unwrap()
@@ -239,6 +240,48 @@ fn required_tls_refuses_plaintext_and_bad_peers() {
     round_trip(&c);
     drop(c);
     srv.stop();
+}
+
+/// With allowed client names, a certificate the CA signed gets in only if
+/// it names one of them (the test client's names backup.example).
+#[test]
+fn client_names_admit_only_the_listed_clients() {
+    let Some(certs) = Certs::new("names") else {
+        return;
+    };
+    let d = certs.dir().display().to_string();
+    let with_names = |names: &[&str]| {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        ServerTls::load(
+            &certs.dir().join("server-cert.pem"),
+            &certs.dir().join("server-key.pem"),
+            Some(&certs.dir().join("ca-cert.pem")),
+            &names,
+            TlsMode::Require,
+        )
+    };
+    let uri = |port: u16| format!("nbds://localhost:{port}/vol?tls-certificates={d}");
+    let (srv, port) = tcp(Some(
+        with_names(&["laptop.example", "backup.example"]).unwrap(),
+    ));
+    round_trip(&connect(&uri(port)).unwrap());
+    srv.stop();
+    let (srv, port) = tcp(Some(with_names(&["laptop.example"]).unwrap()));
+    let e = connect(&uri(port)).unwrap_err();
+    assert!(matches!(e, Error::Tls { .. }), "{e}");
+    srv.stop();
+    // Names without a client CA, or a name that is not one: errors.
+    let e = ServerTls::load(
+        &certs.dir().join("server-cert.pem"),
+        &certs.dir().join("server-key.pem"),
+        None,
+        &["backup.example".to_string()],
+        TlsMode::Require,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("client CA"), "{e}");
+    let e = with_names(&["not a name!"]).unwrap_err();
+    assert!(e.to_string().contains("not a DNS name"), "{e}");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 # --tls-certificates read (and cryptkeep's nbds:// client):
 #   ca-cert.pem ca-key.pem          a CA (EC P-256), 2 days
 #   server-cert.pem server-key.pem  signed by it, for localhost and 127.0.0.1
-#   client-cert.pem client-key.pem  signed by it, for client authentication
+#   client-cert.pem client-key.pem  signed by it, for client authentication, naming
+#                                   backup.example (subjectAltName)
 # Also a second, unrelated CA in DIR/other/ca-cert.pem (a CA that signed nothing
 # here, for "unknown issuer" tests). Keys are mode 0600.
 set -euo pipefail
@@ -34,5 +35,6 @@ extendedKeyUsage=serverAuth
 subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"
 leaf client "cryptkeep test client" "basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature
-extendedKeyUsage=clientAuth"
+extendedKeyUsage=clientAuth
+subjectAltName=DNS:backup.example"
 chmod 0644 ./*-cert.pem other/ca-cert.pem

@@ -36,6 +36,11 @@ pub struct NbdArgs {
     /// this PEM file get through the TLS handshake (ca-cert.pem).
     #[arg(long = "nbd-tls-ca", value_name = "FILE", requires = "nbd_tls_cert")]
     pub nbd_tls_ca: Option<PathBuf>,
+    /// With --nbd-tls-ca: admit only client certificates that also name
+    /// NAME (a DNS name or IP address in their subjectAltName, matched as
+    /// a server's name is); repeat for more clients (qemu-nbd's tls-authz).
+    #[arg(long = "nbd-tls-allow", value_name = "NAME", requires = "nbd_tls_ca")]
+    pub nbd_tls_allow: Vec<String>,
     /// require (the default with --nbd-tls-cert; qemu-nbd --tls-creds,
     /// nbdkit --tls=require): clients must start TLS before anything else;
     /// on (nbdkit --tls=on): TLS is offered, plaintext clients are served too.
@@ -170,21 +175,27 @@ impl NbdArgs {
                  --nbd-tls-ca"
             );
         }
-        ServerTls::load(cert, key, self.nbd_tls_ca.as_deref(), mode)
-            .map(Some)
-            .map_err(|e| {
-                let at = match &e {
-                    cryptkeep_nbd::Error::TlsFile { path, .. } => path.display().to_string(),
-                    _ => cert.display().to_string(),
-                };
-                CliError::usage(
-                    format!("{e}"),
-                    at,
-                    "give PEM files: --nbd-tls-cert the certificate chain, --nbd-tls-key its \
+        ServerTls::load(
+            cert,
+            key,
+            self.nbd_tls_ca.as_deref(),
+            &self.nbd_tls_allow,
+            mode,
+        )
+        .map(Some)
+        .map_err(|e| {
+            let at = match &e {
+                cryptkeep_nbd::Error::TlsFile { path, .. } => path.display().to_string(),
+                _ => cert.display().to_string(),
+            };
+            CliError::usage(
+                format!("{e}"),
+                at,
+                "give PEM files: --nbd-tls-cert the certificate chain, --nbd-tls-key its \
                      private key, --nbd-tls-ca the CA that signs client certificates \
                      (docs/guide/nbd.md shows how to make them with certtool or openssl)",
-                )
-            })
+            )
+        })
     }
 }
 

@@ -9,6 +9,11 @@
 //! whose handshake takes milliseconds, unless they are opened faster than
 //! that, one per slot. At most twice the cap exist while the ended ones
 //! finish.
+//!
+//! One TCP client address holds at most its own share of the slots
+//! ([`super::Limits::max_per_address`]): past it, its next connection ends
+//! that address's longest negotiation or is refused. Sessions from one
+//! address, however many, cannot lock every other address out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +25,8 @@ use crate::stream::Stream;
 /// One live connection.
 struct Conn {
     stream: Stream,
+    /// The peer's IP address (TCP only).
+    peer: Option<std::net::IpAddr>,
     since: Instant,
     negotiating: Arc<AtomicBool>,
     /// Shut down to make room for a newer connection.
@@ -44,17 +51,30 @@ pub(crate) struct Admitted {
 impl Conns {
     /// Registers a connection; when `max` are open, ends the one that has
     /// been negotiating longest to make room, or refuses (`None`) if all
-    /// are past their negotiation.
-    pub(crate) fn admit(&self, s: &Stream, max: usize) -> Option<Admitted> {
+    /// are past their negotiation. A TCP peer with `per_address` open
+    /// already is held to that number the same way, among its own.
+    pub(crate) fn admit(&self, s: &Stream, max: usize, per_address: usize) -> Option<Admitted> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= 2 * max {
+            return None;
+        }
+        let peer = s.peer_ip();
+        let mine = |c: &Conn| peer.is_some() && c.peer == peer;
+        let ours = open.values().filter(|c| !c.evicted && mine(c)).count();
         let live = open.values().filter(|c| !c.evicted).count();
-        if live >= max {
-            if open.len() >= 2 * max {
-                return None;
-            }
+        // Full: for this address (room is made among its own), or for all.
+        let full = if peer.is_some() && ours >= per_address {
+            Some(true)
+        } else if live >= max {
+            Some(false)
+        } else {
+            None
+        };
+        if let Some(own_only) = full {
             let oldest = open
                 .values_mut()
                 .filter(|c| !c.evicted && c.negotiating.load(Ordering::Relaxed))
+                .filter(|c| !own_only || mine(c))
                 .min_by_key(|c| c.since)?;
             oldest.stream.shutdown();
             oldest.evicted = true;
@@ -63,6 +83,7 @@ impl Conns {
         let negotiating = Arc::new(AtomicBool::new(true));
         let conn = Conn {
             stream: s.try_clone().ok()?,
+            peer,
             since: Instant::now(),
             negotiating: negotiating.clone(),
             evicted: false,
@@ -120,14 +141,14 @@ mod tests {
         let mut admitted = Vec::new();
         for _ in 0..2 {
             let (ours, theirs) = UnixStream::pair().unwrap();
-            admitted.push(conns.admit(&Stream::Unix(ours), 2).unwrap());
+            admitted.push(conns.admit(&Stream::Unix(ours), 2, 2).unwrap());
             peers.push(theirs);
             std::thread::sleep(Duration::from_millis(5));
         }
         // The first is past its negotiation; the second still negotiates.
         admitted[0].negotiating.store(false, Ordering::Relaxed);
         let (ours, _theirs) = UnixStream::pair().unwrap();
-        assert!(conns.admit(&Stream::Unix(ours), 2).is_some());
+        assert!(conns.admit(&Stream::Unix(ours), 2, 2).is_some());
         // The second was ended (its peer reads end of file), the first not.
         let mut b = [0u8; 1];
         assert_eq!(peers[1].read(&mut b).unwrap(), 0);
@@ -137,7 +158,7 @@ mod tests {
         // the newest is ended next; with sessions only, refused.
         admitted.push(
             conns
-                .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2)
+                .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2, 2)
                 .unwrap(),
         );
         for a in &admitted {
@@ -145,7 +166,65 @@ mod tests {
         }
         conns.leave(admitted[1].id);
         assert!(conns
-            .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2)
+            .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2, 2)
             .is_none());
+    }
+
+    /// A TCP connection to the dual-stack listener `l` through loopback
+    /// address `to` (127.0.0.1 or ::1, which are then also the peer
+    /// address the server sees): ours and the client's end.
+    fn tcp_via(l: &std::net::TcpListener, to: &str) -> (Stream, std::net::TcpStream) {
+        let ip: std::net::IpAddr = to.parse().unwrap();
+        let client = std::net::TcpStream::connect((ip, l.local_addr().unwrap().port())).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        (Stream::Tcp(ours), client)
+    }
+
+    #[test]
+    fn one_address_holds_at_most_its_share_and_never_locks_others_out() {
+        // A dual-stack listener: 127.0.0.1 and ::1 are two client addresses.
+        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
+            eprintln!("skipped: no IPv6 here");
+            return;
+        };
+        if std::net::TcpStream::connect(("::1", l.local_addr().unwrap().port())).is_err() {
+            eprintln!("skipped: no IPv6 loopback here");
+            return;
+        }
+        let _ = l.accept();
+        let conns = Conns::default();
+        // Address A (127.0.0.1) opens two sessions (past their negotiation): its share.
+        let mut keep = Vec::new();
+        for _ in 0..2 {
+            let (s, peer) = tcp_via(&l, "127.0.0.1");
+            let a = conns.admit(&s, 4, 2).expect("within A's share");
+            a.negotiating.store(false, Ordering::Relaxed);
+            keep.push((a, peer));
+        }
+        // A's third: refused (both of A's are sessions), though 2 slots are free.
+        let (s, _peer) = tcp_via(&l, "127.0.0.1");
+        assert!(conns.admit(&s, 4, 2).is_none(), "A went past its share");
+        // Address B (::1) still gets in.
+        let (s, mut b_peer) = tcp_via(&l, "::1");
+        conns.admit(&s, 4, 2).expect("B is admitted");
+        // A session of A ends: A gets in again; its new connection, still
+        // negotiating, is the one A's next connection ends.
+        conns.leave(keep.pop().unwrap().0.id);
+        let (s, mut a_peer) = tcp_via(&l, "127.0.0.1");
+        assert!(conns.admit(&s, 4, 2).is_some());
+        let (s, _p) = tcp_via(&l, "127.0.0.1");
+        assert!(
+            conns.admit(&s, 4, 2).is_some(),
+            "A's negotiation makes room"
+        );
+        let mut buf = [0u8; 1];
+        assert_eq!(
+            a_peer.read(&mut buf).unwrap(),
+            0,
+            "A's older negotiation was ended"
+        );
+        // B's connection was never touched.
+        b_peer.set_nonblocking(true).unwrap();
+        assert!(b_peer.read(&mut buf).is_err(), "B's connection stays open");
     }
 }

@@ -230,7 +230,11 @@ fn accept_loop<S: BlockStore>(
         if stopping.load(Ordering::SeqCst) {
             return;
         }
-        let Some(adm) = conns.admit(&stream, shape.limits.max_connections) else {
+        let Some(adm) = conns.admit(
+            &stream,
+            shape.limits.max_connections,
+            shape.limits.max_per_address,
+        ) else {
             continue;
         };
         let id = adm.id;

@@ -64,6 +64,9 @@ pub struct Export {
 pub struct Limits {
     /// Connections served at once; more are closed as soon as accepted.
     pub max_connections: usize,
+    /// Connections one TCP client address may hold at once (half the cap
+    /// by default): one address cannot take every slot.
+    pub max_per_address: usize,
     /// The largest read or write request (`NBD_INFO_BLOCK_SIZE` maximum).
     pub max_block: u32,
     /// The preferred block size advertised.
@@ -96,6 +99,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 32,
+            max_per_address: 16,
             max_block: 32 << 20,
             preferred_block: 4096,
             in_flight_bytes: 64 << 20,
@@ -117,9 +121,11 @@ impl Limits {
         self
     }
 
-    /// These limits with at most `n` connections at once (at least one).
+    /// These limits with at most `n` connections at once (at least one),
+    /// half of them (rounded up) from one TCP address.
     pub fn with_max_connections(mut self, n: usize) -> Limits {
         self.max_connections = n.max(1);
+        self.max_per_address = self.max_connections.div_ceil(2);
         self
     }
 }

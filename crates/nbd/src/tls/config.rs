@@ -12,13 +12,46 @@ use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
+use super::client_names::NamedClients;
 use super::files;
 use super::insecure::NoVerify;
 use crate::Error;
 
-/// The system's bundle of trusted CAs (Debian's ca-certificates), used by
-/// a client given no `tls-certificates` directory.
-const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// Where distributions keep the bundle of trusted CAs, the first found is
+/// used by a client given no `tls-certificates` directory (the list Go's
+/// crypto/x509 searches): Debian, Ubuntu and Gentoo; Fedora and RHEL 6;
+/// openSUSE; OpenELEC; CentOS and RHEL 7 and later; Alpine.
+const SYSTEM_CAS: [&str; 6] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// The system's CA bundle: `SSL_CERT_FILE` if set (as OpenSSL and Go
+/// read it), else the first of `candidates` that exists.
+fn system_cas(env: Option<std::ffi::OsString>, candidates: &[&str]) -> Result<PathBuf, Error> {
+    if let Some(f) = env.filter(|f| !f.is_empty()) {
+        return Ok(PathBuf::from(f));
+    }
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            tls_error(
+                "CA certificates",
+                Path::new(candidates.first().copied().unwrap_or("")),
+                format!(
+                    "no system CA bundle found (looked for {}): install ca-certificates, \
+                     set SSL_CERT_FILE, or give tls-certificates=DIR with DIR/ca-cert.pem",
+                    candidates.join(", ")
+                ),
+            )
+        })
+}
 
 /// rustls with the ring provider (no aws-lc-rs build).
 pub(crate) fn provider() -> Arc<CryptoProvider> {
@@ -79,11 +112,14 @@ impl ServerTls {
     /// The certificate chain in the PEM file `cert` (the server's first),
     /// its private key in `key`, and, with `client_ca`, the CAs client
     /// certificates must chain to (a client without one is refused in the
-    /// TLS handshake). TLS 1.2 and 1.3.
+    /// TLS handshake); with `client_names` too, a client certificate must
+    /// also carry one of them in its subjectAltName (a DNS name or an IP
+    /// address, matched as a server's name is). TLS 1.2 and 1.3.
     pub fn load(
         cert: &Path,
         key: &Path,
         client_ca: Option<&Path>,
+        client_names: &[String],
         mode: TlsMode,
     ) -> Result<ServerTls, Error> {
         let chain = files::certificates("certificate", cert)?;
@@ -100,7 +136,21 @@ impl ServerTls {
                 )
                 .build()
                 .map_err(|e| tls_error(what, ca, e))?;
-                builder.with_client_cert_verifier(v)
+                if client_names.is_empty() {
+                    builder.with_client_cert_verifier(v)
+                } else {
+                    let named = NamedClients::new(v, client_names)
+                        .map_err(|e| tls_error("allowed client name", ca, e))?;
+                    builder.with_client_cert_verifier(Arc::new(named))
+                }
+            }
+            None if !client_names.is_empty() => {
+                return Err(tls_error(
+                    "client CA certificates",
+                    cert,
+                    "client names are checked only on certificates a client CA verified: \
+                     give the client CA too",
+                ))
             }
             None => builder.with_no_client_auth(),
         };
@@ -178,7 +228,7 @@ impl ClientTls {
         } else {
             let ca = match dir {
                 Some(d) => d.join("ca-cert.pem"),
-                None => PathBuf::from(SYSTEM_CAS),
+                None => system_cas(std::env::var_os("SSL_CERT_FILE"), &SYSTEM_CAS)?,
             };
             builder.with_root_certificates(roots("CA certificates", &ca)?)
         };
@@ -200,5 +250,34 @@ impl ClientTls {
             _ => builder.with_no_client_auth(),
         };
         Ok(Arc::new(config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `SSL_CERT_FILE` first, then the first bundle that exists; none: an
+    /// error naming every place looked at and what to do.
+    #[test]
+    fn the_system_ca_bundle_is_found_where_the_distribution_keeps_it() {
+        let dir = std::env::temp_dir().join(format!("ck-tls-cas-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fedora = dir.join("ca-bundle.crt");
+        std::fs::write(&fedora, b"x").unwrap();
+        let debian = dir.join("ca-certificates.crt");
+        let (d, f) = (debian.to_str().unwrap(), fedora.to_str().unwrap());
+        assert_eq!(system_cas(None, &[d, f]).unwrap(), fedora);
+        let env = Some(std::ffi::OsString::from("/somewhere/cas.pem"));
+        assert_eq!(
+            system_cas(env, &[d, f]).unwrap(),
+            PathBuf::from("/somewhere/cas.pem")
+        );
+        let e = system_cas(Some("".into()), &[d]).unwrap_err().to_string();
+        assert!(
+            e.contains("ca-certificates.crt") && e.contains("SSL_CERT_FILE"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,12 +6,14 @@
 //! - `files.rs`: certificates and keys read from PEM files, bounded, with
 //!   errors that name the file;
 //! - `config.rs`: the server's [`ServerTls`] and the client's
-//!   [`ClientTls`] settings turned into rustls configurations.
+//!   [`ClientTls`] settings turned into rustls configurations;
+//! - `client_names.rs`: client certificates held to a list of names.
 //!
 //! X.509 certificates only: rustls has no external pre-shared keys (TLS-PSK
 //! as `qemu-nbd --object tls-creds-psk` or `nbdkit --tls-psk` use), so PSK
 //! is refused with a clear error rather than emulated.
 
+mod client_names;
 mod config;
 mod files;
 mod insecure;
