@@ -126,6 +126,8 @@ for allow in laptop.example backup.example; do
     qemu-io --object "$qobj" -c "read 0 512" \
       --image-opts "driver=nbd,server.type=inet,server.host=localhost,server.port=$aport,export=na,tls-creds=tls0" \
       > /dev/null 2>&1 && fail "qemu with a client certificate not allowed got through"
+    grep -q "TLS with 127.0.0.1 failed: .*NotValidForName" "$CRYPTKEEP_RUN_DIR/na/daemon.log" \
+      || { cat "$CRYPTKEEP_RUN_DIR/na/daemon.log"; fail "the daemon's log does not say why the client was refused"; }
   else
     [ "$(nbdinfo --size "$auri")" = $size ] || fail "the allowed client was refused"
   fi

@@ -50,13 +50,19 @@ pub(crate) struct Admitted {
 
 impl Conns {
     /// Registers a connection; when `max` are open, ends the one that has
-    /// been negotiating longest to make room, or refuses (`None`) if all
-    /// are past their negotiation. A TCP peer with `per_address` open
-    /// already is held to that number the same way, among its own.
-    pub(crate) fn admit(&self, s: &Stream, max: usize, per_address: usize) -> Option<Admitted> {
+    /// been negotiating longest to make room, or refuses (`Err`, saying
+    /// why) if all are past their negotiation. A TCP peer with
+    /// `per_address` open already is held to that number the same way,
+    /// among its own.
+    pub(crate) fn admit(
+        &self,
+        s: &Stream,
+        max: usize,
+        per_address: usize,
+    ) -> Result<Admitted, &'static str> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if open.len() >= 2 * max {
-            return None;
+            return Err("too many connections are still closing");
         }
         let peer = s.peer_ip();
         let mine = |c: &Conn| peer.is_some() && c.peer == peer;
@@ -75,21 +81,28 @@ impl Conns {
                 .values_mut()
                 .filter(|c| !c.evicted && c.negotiating.load(Ordering::Relaxed))
                 .filter(|c| !own_only || mine(c))
-                .min_by_key(|c| c.since)?;
+                .min_by_key(|c| c.since)
+                .ok_or(if own_only {
+                    "its address holds its whole share of the connections"
+                } else {
+                    "every connection is in use"
+                })?;
             oldest.stream.shutdown();
             oldest.evicted = true;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let negotiating = Arc::new(AtomicBool::new(true));
         let conn = Conn {
-            stream: s.try_clone().ok()?,
+            stream: s
+                .try_clone()
+                .map_err(|_| "its socket could not be duplicated")?,
             peer,
             since: Instant::now(),
             negotiating: negotiating.clone(),
             evicted: false,
         };
         open.insert(id, conn);
-        Some(Admitted { id, negotiating })
+        Ok(Admitted { id, negotiating })
     }
 
     /// Forgets a connection whose thread is done.
@@ -148,7 +161,7 @@ mod tests {
         // The first is past its negotiation; the second still negotiates.
         admitted[0].negotiating.store(false, Ordering::Relaxed);
         let (ours, _theirs) = UnixStream::pair().unwrap();
-        assert!(conns.admit(&Stream::Unix(ours), 2, 2).is_some());
+        assert!(conns.admit(&Stream::Unix(ours), 2, 2).is_ok());
         // The second was ended (its peer reads end of file), the first not.
         let mut b = [0u8; 1];
         assert_eq!(peers[1].read(&mut b).unwrap(), 0);
@@ -167,7 +180,7 @@ mod tests {
         conns.leave(admitted[1].id);
         assert!(conns
             .admit(&Stream::Unix(UnixStream::pair().unwrap().0), 2, 2)
-            .is_none());
+            .is_err());
     }
 
     /// A TCP connection to the dual-stack listener `l` through loopback
@@ -203,7 +216,12 @@ mod tests {
         }
         // A's third: refused (both of A's are sessions), though 2 slots are free.
         let (s, _peer) = tcp_via(&l, "127.0.0.1");
-        assert!(conns.admit(&s, 4, 2).is_none(), "A went past its share");
+        let e = conns.admit(&s, 4, 2).err();
+        assert_eq!(
+            e,
+            Some("its address holds its whole share of the connections"),
+            "A went past its share"
+        );
         // Address B (::1) still gets in.
         let (s, mut b_peer) = tcp_via(&l, "::1");
         conns.admit(&s, 4, 2).expect("B is admitted");
@@ -211,12 +229,9 @@ mod tests {
         // negotiating, is the one A's next connection ends.
         conns.leave(keep.pop().unwrap().0.id);
         let (s, mut a_peer) = tcp_via(&l, "127.0.0.1");
-        assert!(conns.admit(&s, 4, 2).is_some());
+        assert!(conns.admit(&s, 4, 2).is_ok());
         let (s, _p) = tcp_via(&l, "127.0.0.1");
-        assert!(
-            conns.admit(&s, 4, 2).is_some(),
-            "A's negotiation makes room"
-        );
+        assert!(conns.admit(&s, 4, 2).is_ok(), "A's negotiation makes room");
         let mut buf = [0u8; 1];
         assert_eq!(
             a_peer.read(&mut buf).unwrap(),

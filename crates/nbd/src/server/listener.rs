@@ -19,6 +19,7 @@ use cryptkeep_volume::BlockStore;
 use super::budget::Budget;
 use super::conns::Conns;
 use super::handshake::{greet, options, Outcome};
+use super::refusals::{peer_name, Refusals};
 use super::sockpath::{self, SocketId, SocketPath};
 use super::{starttls, transmission, Export, Limits, Shape};
 use crate::stream::Stream;
@@ -185,7 +186,15 @@ pub fn serve_tls<S: BlockStore>(
     let gate = Arc::new(Budget::new(limits.store_calls.max(1)));
     let accept = std::thread::Builder::new()
         .name("nbd-accept".into())
-        .spawn(move || accept_loop(&listener2, store, shape, tls, gate, stop2, conns2))
+        .spawn(move || {
+            let ctx = Accepting {
+                shape,
+                tls,
+                gate,
+                refusals: Arc::new(Refusals::default()),
+            };
+            accept_loop(&listener2, store, ctx, stop2, conns2)
+        })
         .map_err(|e| Error::io("cannot start the NBD accept thread", e))?;
     let (stop3, conns3) = (stopping.clone(), conns.clone());
     let reaper = std::thread::Builder::new()
@@ -207,12 +216,19 @@ pub fn serve_tls<S: BlockStore>(
     })
 }
 
-fn accept_loop<S: BlockStore>(
-    listener: &Listener,
-    store: Arc<S>,
+/// What every connection of a server shares.
+#[derive(Clone)]
+struct Accepting {
     shape: Shape,
     tls: Option<ServerTls>,
     gate: Arc<Budget>,
+    refusals: Arc<Refusals>,
+}
+
+fn accept_loop<S: BlockStore>(
+    listener: &Listener,
+    store: Arc<S>,
+    ctx: Accepting,
     stopping: Arc<AtomicBool>,
     conns: Arc<Conns>,
 ) {
@@ -230,20 +246,25 @@ fn accept_loop<S: BlockStore>(
         if stopping.load(Ordering::SeqCst) {
             return;
         }
-        let Some(adm) = conns.admit(
-            &stream,
-            shape.limits.max_connections,
-            shape.limits.max_per_address,
-        ) else {
-            continue;
+        let limits = ctx.shape.limits;
+        let adm = match conns.admit(&stream, limits.max_connections, limits.max_per_address) {
+            Ok(a) => a,
+            Err(why) => {
+                ctx.refusals.note(|| {
+                    format!(
+                        "refused a connection from {}: {why}",
+                        peer_name(stream.peer_ip())
+                    )
+                });
+                continue;
+            }
         };
         let id = adm.id;
-        let (store, shape, conns2) = (store.clone(), shape.clone(), conns.clone());
-        let (gate, tls) = (gate.clone(), tls.clone());
+        let (store, ctx2, conns2) = (store.clone(), ctx.clone(), conns.clone());
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
-                serve_one(stream, store, shape, tls, gate, &adm.negotiating);
+                serve_one(stream, store, ctx2, &adm.negotiating);
                 conns2.leave(id);
             });
         if spawned.is_err() {
@@ -257,11 +278,15 @@ fn accept_loop<S: BlockStore>(
 fn serve_one<S: BlockStore>(
     mut stream: Stream,
     store: Arc<S>,
-    shape: Shape,
-    tls: Option<ServerTls>,
-    gate: Arc<Budget>,
+    ctx: Accepting,
     negotiating: &AtomicBool,
 ) {
+    let Accepting {
+        shape,
+        tls,
+        gate,
+        refusals,
+    } = ctx;
     let limit = shape.limits.handshake_timeout;
     if stream.set_timeouts(Some(limit)).is_err() {
         return;
@@ -283,9 +308,13 @@ fn serve_one<S: BlockStore>(
                     Ok(s) => s,
                     Err(_) => return stream.shutdown(),
                 };
+                let peer = plain.peer_ip();
                 match starttls::accept(stream, &tls.config, limit) {
                     Ok(s) => stream = s,
-                    Err(_) => return plain.shutdown(),
+                    Err(e) => {
+                        refusals.note(|| format!("TLS with {} failed: {e}", peer_name(peer)));
+                        return plain.shutdown();
+                    }
                 }
                 nego.tls_started();
             }

@@ -2,9 +2,10 @@
 //! fixed newstyle negotiation only.
 //!
 //! - `listener.rs` accepts connections (at most [`Limits::max_connections`]
-//!   at once; more are closed at once) and stops the server; `conns.rs`
-//!   tracks them and cuts off negotiations longer than
-//!   [`Limits::negotiation_limit`];
+//!   at once, [`Limits::max_per_address`] from one TCP address; more are
+//!   closed at once) and stops the server; `conns.rs` tracks them and cuts
+//!   off negotiations longer than [`Limits::negotiation_limit`];
+//!   `refusals.rs` logs the clients turned away, a line a second at most;
 //! - `handshake.rs` runs the negotiation, `options.rs` parses option
 //!   payloads and `optreply.rs` builds the option replies; with TLS
 //!   configured ([`serve_tls`]), `NBD_OPT_STARTTLS` upgrades the
@@ -27,6 +28,7 @@ mod listener;
 mod options;
 mod optreply;
 mod pool;
+mod refusals;
 mod reply;
 mod request;
 // The server's only unsafe code: the `*at` calls on the socket's directory.
