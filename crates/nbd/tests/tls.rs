@@ -270,6 +270,15 @@ fn client_names_admit_only_the_listed_clients() {
     let e = connect(&uri(port)).unwrap_err();
     assert!(matches!(e, Error::Tls { .. }), "{e}");
     srv.stop();
+    // A certificate for *.corp.example names no single client: refused as
+    // laptop.corp.example, though WebPKI's match alone would take it.
+    let (srv, port) = tcp(Some(with_names(&["laptop.corp.example"]).unwrap()));
+    let e = connect(&format!(
+        "nbds://localhost:{port}/vol?tls-certificates={d}/wild"
+    ))
+    .unwrap_err();
+    assert!(matches!(e, Error::Tls { .. }), "{e}");
+    srv.stop();
     // Names without a client CA, or a name that is not one: errors.
     let e = ServerTls::load(
         &certs.dir().join("server-cert.pem"),

@@ -7,10 +7,12 @@
 #   client-cert.pem client-key.pem  signed by it, for client authentication, naming
 #                                   backup.example (subjectAltName)
 # Also a second, unrelated CA in DIR/other/ca-cert.pem (a CA that signed nothing
-# here, for "unknown issuer" tests). Keys are mode 0600.
+# here, for "unknown issuer" tests), and in DIR/wild/ the CA and a client
+# certificate it signed for the wildcard *.corp.example (for name checks that must
+# not take a wildcard for a name). Keys are mode 0600.
 set -euo pipefail
 d=${1:?usage: tls_certs.sh DIR}
-mkdir -p "$d/other"
+mkdir -p "$d/other" "$d/wild"
 cd "$d"
 umask 077
 key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
@@ -37,4 +39,9 @@ leaf client "cryptkeep test client" "basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth
 subjectAltName=DNS:backup.example"
-chmod 0644 ./*-cert.pem other/ca-cert.pem
+leaf wild/client "wildcard test client" "basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=clientAuth
+subjectAltName=DNS:*.corp.example"
+cp ca-cert.pem wild/ca-cert.pem
+chmod 0644 ./*-cert.pem other/ca-cert.pem wild/*-cert.pem

@@ -160,6 +160,14 @@ impl NbdArgs {
             TlsArg::On => TlsMode::On,
             TlsArg::Require => TlsMode::Require,
         };
+        if mode == TlsMode::On && !self.nbd_tls_allow.is_empty() {
+            return Err(CliError::usage(
+                "--nbd-tls-allow admits only the clients it names, but with --nbd-tls on \
+                 a client that never starts TLS is served without a certificate",
+                "--nbd-tls on",
+                "drop --nbd-tls on (TLS is then required), or drop --nbd-tls-allow",
+            ));
+        }
         if std::fs::metadata(key).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
             eprintln!(
                 "cryptkeep: warning: the TLS private key {} can be read by other users; \

@@ -10,10 +10,12 @@
 //! that, one per slot. At most twice the cap exist while the ended ones
 //! finish.
 //!
-//! One TCP client address holds at most its own share of the slots
-//! ([`super::Limits::max_per_address`]): past it, its next connection ends
-//! that address's longest negotiation or is refused. Sessions from one
-//! address, however many, cannot lock every other address out.
+//! One TCP client address (for IPv6, one /64 network: a host there picks
+//! from billions of addresses) holds at most its own share of the slots
+//! ([`super::Limits::max_per_address`]); past it, its next connection is
+//! refused. Connections from one address, however many, cannot lock every
+//! other address out. Loopback clients are local, like unix-socket ones,
+//! and count only against the total.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,7 +27,7 @@ use crate::stream::Stream;
 /// One live connection.
 struct Conn {
     stream: Stream,
-    /// The peer's IP address (TCP only).
+    /// The peer's address group (TCP only, not loopback; see [`group`]).
     peer: Option<std::net::IpAddr>,
     since: Instant,
     negotiating: Arc<AtomicBool>,
@@ -51,42 +53,46 @@ pub(crate) struct Admitted {
 impl Conns {
     /// Registers a connection; when `max` are open, ends the one that has
     /// been negotiating longest to make room, or refuses (`Err`, saying
-    /// why) if all are past their negotiation. A TCP peer with
-    /// `per_address` open already is held to that number the same way,
-    /// among its own.
+    /// why) if all are past their negotiation. A TCP peer whose address
+    /// group holds `per_address` (at least 1, at most `max`) already is
+    /// refused.
     pub(crate) fn admit(
         &self,
         s: &Stream,
         max: usize,
         per_address: usize,
     ) -> Result<Admitted, &'static str> {
+        self.admit_as(s, s.peer_ip().and_then(group), max, per_address)
+    }
+
+    /// [`Conns::admit`] of a connection from address group `peer`.
+    fn admit_as(
+        &self,
+        s: &Stream,
+        peer: Option<std::net::IpAddr>,
+        max: usize,
+        per_address: usize,
+    ) -> Result<Admitted, &'static str> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.len() >= 2 * max {
-            return Err("too many connections are still closing");
+        if let Some(p) = peer {
+            let ours = open
+                .values()
+                .filter(|c| !c.evicted && c.peer == Some(p))
+                .count();
+            if ours >= per_address.clamp(1, max.max(1)) {
+                return Err("its address holds its whole share of the connections");
+            }
         }
-        let peer = s.peer_ip();
-        let mine = |c: &Conn| peer.is_some() && c.peer == peer;
-        let ours = open.values().filter(|c| !c.evicted && mine(c)).count();
         let live = open.values().filter(|c| !c.evicted).count();
-        // Full: for this address (room is made among its own), or for all.
-        let full = if peer.is_some() && ours >= per_address {
-            Some(true)
-        } else if live >= max {
-            Some(false)
-        } else {
-            None
-        };
-        if let Some(own_only) = full {
+        if live >= max {
+            if open.len() >= 2 * max {
+                return Err("too many connections are still closing");
+            }
             let oldest = open
                 .values_mut()
                 .filter(|c| !c.evicted && c.negotiating.load(Ordering::Relaxed))
-                .filter(|c| !own_only || mine(c))
                 .min_by_key(|c| c.since)
-                .ok_or(if own_only {
-                    "its address holds its whole share of the connections"
-                } else {
-                    "every connection is in use"
-                })?;
+                .ok_or("every connection is in use")?;
             oldest.stream.shutdown();
             oldest.evicted = true;
         }
@@ -141,6 +147,22 @@ impl Conns {
     }
 }
 
+/// The group a TCP peer's connections count in: its IPv4 address, or its
+/// IPv6 /64 network; `None` for loopback (local clients, not capped).
+fn group(ip: std::net::IpAddr) -> Option<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv6Addr};
+    if ip.is_loopback() {
+        return None;
+    }
+    Some(match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,63 +205,65 @@ mod tests {
             .is_err());
     }
 
-    /// A TCP connection to the dual-stack listener `l` through loopback
-    /// address `to` (127.0.0.1 or ::1, which are then also the peer
-    /// address the server sees): ours and the client's end.
-    fn tcp_via(l: &std::net::TcpListener, to: &str) -> (Stream, std::net::TcpStream) {
-        let ip: std::net::IpAddr = to.parse().unwrap();
-        let client = std::net::TcpStream::connect((ip, l.local_addr().unwrap().port())).unwrap();
-        let (ours, _) = l.accept().unwrap();
-        (Stream::Tcp(ours), client)
+    fn unix() -> (Stream, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        (Stream::Unix(ours), theirs)
+    }
+
+    #[test]
+    fn addresses_group_by_ipv4_address_and_ipv6_slash_64_and_loopback_is_not_capped() {
+        let g = |a: &str| group(a.parse().unwrap()).map(|i| i.to_string());
+        assert_eq!(g("192.0.2.7"), Some("192.0.2.7".into()));
+        assert_eq!(g("2001:db8:1:2:aaaa::1"), Some("2001:db8:1:2::".into()));
+        assert_eq!(g("2001:db8:1:2:bbbb::9"), g("2001:db8:1:2::5"));
+        assert_ne!(g("2001:db8:1:3::1"), g("2001:db8:1:2::1"));
+        assert_eq!(g("127.0.0.1"), None);
+        assert_eq!(g("::1"), None);
     }
 
     #[test]
     fn one_address_holds_at_most_its_share_and_never_locks_others_out() {
-        // A dual-stack listener: 127.0.0.1 and ::1 are two client addresses.
-        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
-            eprintln!("skipped: no IPv6 here");
-            return;
-        };
-        if std::net::TcpStream::connect(("::1", l.local_addr().unwrap().port())).is_err() {
-            eprintln!("skipped: no IPv6 loopback here");
-            return;
-        }
-        let _ = l.accept();
+        let a: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+        let b: std::net::IpAddr = "2001:db8::".parse().unwrap();
         let conns = Conns::default();
-        // Address A (127.0.0.1) opens two sessions (past their negotiation): its share.
-        let mut keep = Vec::new();
+        // A opens two sessions (past their negotiation): its share.
+        let mut held = Vec::new();
         for _ in 0..2 {
-            let (s, peer) = tcp_via(&l, "127.0.0.1");
-            let a = conns.admit(&s, 4, 2).expect("within A's share");
-            a.negotiating.store(false, Ordering::Relaxed);
-            keep.push((a, peer));
+            let (s, peer) = unix();
+            let adm = conns.admit_as(&s, Some(a), 4, 2).expect("within A's share");
+            adm.negotiating.store(false, Ordering::Relaxed);
+            held.push((adm, peer));
         }
-        // A's third: refused (both of A's are sessions), though 2 slots are free.
-        let (s, _peer) = tcp_via(&l, "127.0.0.1");
-        let e = conns.admit(&s, 4, 2).err();
+        // A's third is refused, though 2 slots are free; nothing of A's ends.
+        let (s, _p) = unix();
+        let e = conns.admit_as(&s, Some(a), 4, 2).err();
         assert_eq!(
             e,
-            Some("its address holds its whole share of the connections"),
-            "A went past its share"
+            Some("its address holds its whole share of the connections")
         );
-        // Address B (::1) still gets in.
-        let (s, mut b_peer) = tcp_via(&l, "::1");
-        conns.admit(&s, 4, 2).expect("B is admitted");
-        // A session of A ends: A gets in again; its new connection, still
-        // negotiating, is the one A's next connection ends.
-        conns.leave(keep.pop().unwrap().0.id);
-        let (s, mut a_peer) = tcp_via(&l, "127.0.0.1");
-        assert!(conns.admit(&s, 4, 2).is_ok());
-        let (s, _p) = tcp_via(&l, "127.0.0.1");
-        assert!(conns.admit(&s, 4, 2).is_ok(), "A's negotiation makes room");
-        let mut buf = [0u8; 1];
-        assert_eq!(
-            a_peer.read(&mut buf).unwrap(),
-            0,
-            "A's older negotiation was ended"
-        );
-        // B's connection was never touched.
-        b_peer.set_nonblocking(true).unwrap();
-        assert!(b_peer.read(&mut buf).is_err(), "B's connection stays open");
+        for (_, peer) in &held {
+            peer.set_nonblocking(true).unwrap();
+            assert!(
+                (&*peer).read(&mut [0u8; 1]).is_err(),
+                "A's session stays open"
+            );
+        }
+        // B, and a local client, still get in; then the server is full.
+        let (s, _b) = unix();
+        conns.admit_as(&s, Some(b), 4, 2).expect("B is admitted");
+        let (s, _l) = unix();
+        conns
+            .admit_as(&s, None, 4, 2)
+            .expect("a local client is admitted");
+        // A session of A ends: A gets in again.
+        conns.leave(held.pop().unwrap().0.id);
+        let (s, _p2) = unix();
+        assert!(conns.admit_as(&s, Some(a), 4, 2).is_ok());
+        // A share of 0 is read as 1, one larger than the cap as the cap.
+        let fresh = Conns::default();
+        let (s, _x) = unix();
+        assert!(fresh.admit_as(&s, Some(a), 4, 0).is_ok());
+        let (s, _y) = unix();
+        assert!(fresh.admit_as(&s, Some(a), 4, 0).is_err());
     }
 }

@@ -1,7 +1,10 @@
 //! [`NamedClients`]: client certificates verified against the client CAs
-//! (rustls's WebPKI verifier) and then held to a list of names, each of
+//! (rustls's WebPKI verifier) and then held to a list of names, one of
 //! which the certificate must carry in its subjectAltName as a DNS name
-//! (or an IP address), checked as a server's name is (RFC 6125, WebPKI).
+//! (or an IP address), checked as a server's name is (RFC 6125, WebPKI),
+//! except that a wildcard does not count: a certificate for
+//! `*.corp.example` names no single client, so it is never taken for
+//! `laptop.corp.example`.
 //! The TLS handshake of a client whose certificate names none of them
 //! fails with `NotValidForName`, as qemu-nbd refuses one its `tls-authz`
 //! does not list.
@@ -38,14 +41,26 @@ impl NamedClients {
         Ok(NamedClients { inner, names })
     }
 
-    /// Whether `cert` names one of the allowed names.
+    /// Whether `cert` names one of the allowed names: WebPKI's match, and
+    /// for a DNS name also that very name among the certificate's DNS
+    /// names (a wildcard alone does not do).
     fn names_one(&self, cert: &CertificateDer<'_>) -> bool {
         let Ok(ee) = webpki::EndEntityCert::try_from(cert) else {
             return false;
         };
-        self.names
-            .iter()
-            .any(|n| ee.verify_is_valid_for_subject_name(n).is_ok())
+        self.names.iter().any(|n| {
+            ee.verify_is_valid_for_subject_name(n).is_ok()
+                && match n {
+                    ServerName::DnsName(d) => {
+                        let want = d.as_ref().trim_end_matches('.');
+                        ee.valid_dns_names().any(|have| {
+                            !have.starts_with('*')
+                                && have.trim_end_matches('.').eq_ignore_ascii_case(want)
+                        })
+                    }
+                    _ => true,
+                }
+        })
     }
 }
 

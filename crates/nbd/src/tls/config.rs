@@ -34,7 +34,16 @@ const SYSTEM_CAS: [&str; 6] = [
 /// read it), else the first of `candidates` that exists.
 fn system_cas(env: Option<std::ffi::OsString>, candidates: &[&str]) -> Result<PathBuf, Error> {
     if let Some(f) = env.filter(|f| !f.is_empty()) {
-        return Ok(PathBuf::from(f));
+        let p = PathBuf::from(f);
+        if !p.is_file() {
+            return Err(tls_error(
+                "CA certificates",
+                &p,
+                "SSL_CERT_FILE names it, and it is not a file this user can read: \
+                 point SSL_CERT_FILE at a PEM bundle, or unset it",
+            ));
+        }
+        return Ok(p);
     }
     candidates
         .iter()
@@ -268,11 +277,18 @@ mod tests {
         let debian = dir.join("ca-certificates.crt");
         let (d, f) = (debian.to_str().unwrap(), fedora.to_str().unwrap());
         assert_eq!(system_cas(None, &[d, f]).unwrap(), fedora);
-        let env = Some(std::ffi::OsString::from("/somewhere/cas.pem"));
-        assert_eq!(
-            system_cas(env, &[d, f]).unwrap(),
-            PathBuf::from("/somewhere/cas.pem")
+        assert_eq!(system_cas(Some(f.into()), &[d]).unwrap(), fedora);
+        let e = system_cas(Some("/somewhere/cas.pem".into()), &[d, f])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SSL_CERT_FILE") && e.contains("/somewhere/cas.pem"),
+            "{e}"
         );
+        let e = system_cas(Some(dir.clone().into()), &[f])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SSL_CERT_FILE"), "{e}");
         let e = system_cas(Some("".into()), &[d]).unwrap_err().to_string();
         assert!(
             e.contains("ca-certificates.crt") && e.contains("SSL_CERT_FILE"),
