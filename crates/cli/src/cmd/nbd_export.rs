@@ -55,6 +55,16 @@ pub struct NbdArgs {
     /// Serve only the NBD export: attach no loop device.
     #[arg(long = "no-loop", requires = "nbd", conflicts_with = "mount")]
     pub no_loop: bool,
+    /// Connections the export serves at once (default 32), half of them
+    /// at most from one TCP address (an IPv6 /64); loopback and unix-socket
+    /// clients count only against the total.
+    #[arg(
+        long = "nbd-max-connections",
+        value_name = "N",
+        requires = "nbd",
+        value_parser = clap::value_parser!(u16).range(1..=1024)
+    )]
+    pub nbd_max_connections: Option<u16>,
 }
 
 /// `--nbd-tls`: whether TLS is required or only offered.
@@ -77,6 +87,8 @@ pub struct NbdOpts {
     pub no_loop: bool,
     /// TLS, with the certificate and key already read.
     pub tls: Option<ServerTls>,
+    /// Bounds on clients (`--nbd-max-connections`).
+    pub limits: Limits,
 }
 
 impl NbdArgs {
@@ -145,6 +157,9 @@ impl NbdArgs {
                 allow_trim: allow_discards,
             },
             no_loop: self.no_loop,
+            limits: self.nbd_max_connections.map_or_else(Limits::default, |n| {
+                Limits::default().with_max_connections(usize::from(n))
+            }),
         }))
     }
 }
@@ -220,7 +235,7 @@ pub fn start<S: BlockStore>(store: Arc<S>, o: &NbdOpts) -> CliResult<(Server, Nb
         &o.endpoint,
         store,
         o.export.clone(),
-        Limits::default(),
+        o.limits,
         o.tls.clone(),
     )
     .map_err(|e| {
