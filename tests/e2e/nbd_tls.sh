@@ -114,6 +114,9 @@ nbdinfo --size "$turi" >/dev/null 2>&1 && fail "the export still answers after c
 
 step "--nbd-tls-allow: a client certificate the CA signed gets in only if it names an allowed client"
 # the test client's certificate names backup.example (lib/tls_certs.sh)
+expect_fail 1 "is not a DNS name or an IP address" "$CK" open "$vol" na --key-file "$W/pass" --no-loop \
+  --nbd "tcp:127.0.0.1:1" --nbd-tls-cert "$pki/server-cert.pem" \
+  --nbd-tls-key "$pki/server-key.pem" --nbd-tls-ca "$pki/ca-cert.pem" --nbd-tls-allow 'not a name!'
 expect_fail 1 "never starts TLS" "$CK" open "$vol" na --key-file "$W/pass" --no-loop \
   --nbd "tcp:127.0.0.1:1" --nbd-tls on --nbd-tls-cert "$pki/server-cert.pem" \
   --nbd-tls-key "$pki/server-key.pem" --nbd-tls-ca "$pki/ca-cert.pem" --nbd-tls-allow backup.example

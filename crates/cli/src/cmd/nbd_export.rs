@@ -39,7 +39,12 @@ pub struct NbdArgs {
     /// With --nbd-tls-ca: admit only client certificates that also name
     /// NAME (a DNS name or IP address in their subjectAltName, matched as
     /// a server's name is); repeat for more clients (qemu-nbd's tls-authz).
-    #[arg(long = "nbd-tls-allow", value_name = "NAME", requires = "nbd_tls_ca")]
+    #[arg(
+        long = "nbd-tls-allow",
+        value_name = "NAME",
+        requires = "nbd_tls_ca",
+        value_parser = allowed_name
+    )]
     pub nbd_tls_allow: Vec<String>,
     /// require (the default with --nbd-tls-cert; qemu-nbd --tls-creds,
     /// nbdkit --tls=require): clients must start TLS before anything else;
@@ -74,6 +79,11 @@ pub enum TlsArg {
     On,
     /// TLS required before any other option.
     Require,
+}
+
+/// `--nbd-tls-allow`: a DNS name or an IP address.
+fn allowed_name(s: &str) -> Result<String, String> {
+    cryptkeep_nbd::tls::client_name(s).map(|_| s.to_string())
 }
 
 /// What the daemon needs to export the volume.

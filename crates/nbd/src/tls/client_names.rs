@@ -23,6 +23,14 @@ pub(crate) struct NamedClients {
     names: Vec<ServerName<'static>>,
 }
 
+/// `name` as an allowed client name: a DNS name or an IP address (for
+/// `--nbd-tls-allow`'s parser too); the error says what it is not.
+pub fn client_name(name: &str) -> Result<ServerName<'static>, String> {
+    ServerName::try_from(name)
+        .map(|s| s.to_owned())
+        .map_err(|_| format!("'{name}' is not a DNS name or an IP address"))
+}
+
 impl NamedClients {
     /// `inner` (the CA check) and then one of `names` (DNS names or IP
     /// addresses); an unusable name is an error naming it.
@@ -32,11 +40,7 @@ impl NamedClients {
     ) -> Result<NamedClients, String> {
         let names = names
             .iter()
-            .map(|n| {
-                ServerName::try_from(n.as_str())
-                    .map(|s| s.to_owned())
-                    .map_err(|_| format!("'{n}' is not a DNS name or an IP address"))
-            })
+            .map(|n| client_name(n))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(NamedClients { inner, names })
     }

@@ -19,5 +19,6 @@ mod files;
 mod insecure;
 mod stream;
 
+pub use client_names::client_name;
 pub use config::{ClientTls, ServerTls, TlsMode};
 pub(crate) use stream::{Socket, TlsStream};
