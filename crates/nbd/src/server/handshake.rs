@@ -3,6 +3,7 @@
 //! `NBD_OPT_GO`) or leaves.
 
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::proto::{alloc, client_flags, handshake, opt, rep, IHAVEOPT, MAX_STRING, NBD_MAGIC};
 use crate::Error;
@@ -76,7 +77,7 @@ fn drain(r: &mut impl Read, n: u64) -> io::Result<()> {
 #[cfg(test)]
 pub(crate) fn negotiate<T: Read + Write>(io: &mut T, shape: &Shape) -> Result<Outcome, Error> {
     let mut nego = greet(io)?;
-    options(io, shape, &mut nego)
+    options(io, shape, &mut nego, &AtomicBool::new(true))
 }
 
 /// Sends the greeting and reads the client's flags.
@@ -102,11 +103,14 @@ pub(crate) fn greet<T: Read + Write>(io: &mut T) -> Result<Nego, Error> {
 }
 
 /// Reads options and answers them until the client chooses the export,
-/// aborts, or starts TLS.
+/// aborts, or starts TLS. `negotiating` is cleared before the reply that
+/// starts transmission is sent: a client that has read it holds a session,
+/// which a full server never ends to make room.
 pub(crate) fn options<T: Read + Write>(
     io: &mut T,
     shape: &Shape,
     nego: &mut Nego,
+    negotiating: &AtomicBool,
 ) -> Result<Outcome, Error> {
     let tls_required = shape.tls == Some(TlsMode::Require);
     while nego.options < shape.limits.max_options {
@@ -145,6 +149,9 @@ pub(crate) fn options<T: Read + Write>(
             } else {
                 option_reply(option, &data, shape, nego)?
             };
+        if matches!(done, Some(Outcome::Transmission(_))) {
+            negotiating.store(false, Ordering::Relaxed);
+        }
         io.write_all(&out).map_err(net)?;
         io.flush().map_err(net)?;
         if let Some(outcome) = done {
@@ -442,7 +449,7 @@ mod tests {
         let mut io = Duplex::new(input);
         let mut nego = greet(&mut io).unwrap();
         assert_eq!(
-            options(&mut io, &shape, &mut nego).unwrap(),
+            options(&mut io, &shape, &mut nego, &AtomicBool::new(true)).unwrap(),
             Outcome::StartTls
         );
         let t: Vec<u32> = replies(&io.out).iter().map(|r| r.1).collect();
@@ -454,7 +461,7 @@ mod tests {
         input.extend(option(opt::GO, &go(b"vol", &[])));
         let mut io = Duplex::new(input);
         io.out.extend([0u8; 18]);
-        let out = options(&mut io, &shape, &mut nego).unwrap();
+        let out = options(&mut io, &shape, &mut nego, &AtomicBool::new(true)).unwrap();
         assert_eq!(out, Outcome::Transmission(Session::default()));
         let t: Vec<u32> = replies(&io.out).iter().map(|r| r.1).collect();
         assert_eq!(
@@ -476,7 +483,7 @@ mod tests {
         let mut input = option(opt::STRUCTURED_REPLY, &[]);
         input.extend(option(opt::EXPORT_NAME, b"vol"));
         let mut io = Duplex::new(input);
-        let out = options(&mut io, &shape, &mut nego).unwrap();
+        let out = options(&mut io, &shape, &mut nego, &AtomicBool::new(true)).unwrap();
         assert_eq!(
             out,
             Outcome::Transmission(Session {

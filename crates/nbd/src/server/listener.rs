@@ -295,9 +295,8 @@ fn serve_one<S: BlockStore>(
         return stream.shutdown();
     };
     loop {
-        match options(&mut stream, &shape, &mut nego) {
+        match options(&mut stream, &shape, &mut nego, negotiating) {
             Ok(Outcome::Transmission(sess)) => {
-                negotiating.store(false, Ordering::Relaxed);
                 return transmission::run(stream, store, shape, sess, gate);
             }
             Ok(Outcome::StartTls) => {
