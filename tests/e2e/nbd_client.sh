@@ -2,9 +2,11 @@
 # A volume whose ciphertext lives on an NBD server: qemu-nbd (image file,
 # Unix socket), nbdkit's memory and file plugins. Format, open, mkfs.ext4,
 # write, close, reopen, verify; cryptsetup reads the image file; dump and
-# keyslot verbs over NBD; the server killed mid-write and restarted (fsync'd
-# data verifies, e2fsck clean); EIO after --nbd-timeout while it stays
-# down; only ciphertext reaches the server; clear errors.
+# keyslot verbs over NBD; an export of a volume on nbdkit's memory plugin
+# mapping the server's holes (block status); the server killed mid-write
+# and restarted (fsync'd data verifies, e2fsck clean); EIO after
+# --nbd-timeout while it stays down; only ciphertext reaches the server;
+# clear errors.
 source "$(dirname "$0")/lib/common.sh"
 for t in qemu-nbd nbdkit cryptsetup; do
   command -v "$t" >/dev/null || fail "$t missing: run scripts/install-deps.sh"
@@ -173,6 +175,29 @@ nbdkit -f -i 127.0.0.1 -p "$port" memory 96M 2>>"$W/nbdkit.log" &
 SERVERS+=($!)
 for _ in $(seq 100); do nbdinfo --size "nbd://127.0.0.1:$port" >/dev/null 2>&1 && break; sleep 0.05; done
 roundtrip "nbd://127.0.0.1:$port/" nbdmem
+
+step "nbdkit memory: the export of a volume on NBD shows the server's holes"
+nbdkit -f -U "$W/m.sock" memory 96M 2>>"$W/nbdkit.log" &
+SERVERS+=($!)
+wait_sock "$W/m.sock"
+MURI="nbd+unix:///?socket=$W/m.sock"
+"$CK" format "$MURI" --type luks1 "${FAST[@]}" --key-file "$W/pass" --batch-mode </dev/null
+"$CK" open "$MURI" nbdmap --key-file "$W/pass" --allow-discards --no-loop --nbd "unix:$W/e.sock" > "$W/map.out"
+euri=$(sed -n 1p "$W/map.out")
+esize=$(nbdinfo --size "$euri")
+# map URI: "start length kind" per run, adjacent runs alike merged by nbdinfo.
+map() { nbdinfo --map "$1" | awk '{print $1, $2, $4}' | paste -sd ' '; }
+want="0 $esize hole,zero"
+[ "$(map "$euri")" = "$want" ] || fail "fresh volume on nbdkit: map '$(map "$euri")', want '$want'"
+qemu-io -f raw -c "write -P 0x5a 8M 1M" -c flush "$euri" >/dev/null || fail "qemu-io write"
+want="0 $((8 << 20)) hole,zero $((8 << 20)) $((1 << 20)) data $((9 << 20)) $((esize - (9 << 20))) hole,zero"
+[ "$(map "$euri")" = "$want" ] || fail "after a write: map '$(map "$euri")', want '$want'"
+qemu-io -f raw -c "read -P 0x5a 8M 1M" -c "discard 8M 512K" -c "read -P 0 8M 512K" "$euri" > "$W/qio" \
+  || fail "qemu-io read/discard"
+grep -qi "fail\|error" "$W/qio" && { cat "$W/qio"; fail "qemu-io reported a failure"; }
+want="0 $(((8 << 20) + (512 << 10))) hole,zero $(((8 << 20) + (512 << 10))) $((512 << 10)) data $((9 << 20)) $((esize - (9 << 20))) hole,zero"
+[ "$(map "$euri")" = "$want" ] || fail "after a discard: map '$(map "$euri")', want '$want'"
+"$CK" close nbdmap
 
 step "nbdkit file plugin over a Unix socket"
 truncate -s 96M "$W/k.img"

@@ -25,6 +25,14 @@ pub trait BackingDevice: Send + Sync + fmt::Debug {
     fn sync_data(&self) -> io::Result<()>;
     /// Size in bytes.
     fn len(&self) -> io::Result<u64>;
+    /// The allocation map of `[pos, pos + len)`: runs in order from `pos`
+    /// (`hole`: not allocated; `zero`: reads as zeros), covering at least
+    /// one byte and at most `len`. `Ok(None)` (the default): the store
+    /// cannot tell, so all of it counts as data.
+    fn allocation(&self, pos: u64, len: u64) -> io::Result<Option<Vec<crate::Extent>>> {
+        let _ = (pos, len);
+        Ok(None)
+    }
     /// Whether the store is empty (size 0).
     fn is_empty(&self) -> io::Result<bool> {
         self.len().map(|n| n == 0)

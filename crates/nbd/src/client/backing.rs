@@ -2,11 +2,13 @@
 //! [`BackingDevice`] (the data segment's ciphertext) and as the LUKS header
 //! code's [`BlockIo`]. Discards become `NBD_CMD_WRITE_ZEROES` (a hole the
 //! server may punch, reading back as zeros, as a punched hole in a file does).
+//! The allocation map is the server's block status, so an export of a
+//! volume whose ciphertext is on NBD shows the holes of the server's store.
 
 use std::io;
 
 use cryptkeep_luks::BlockIo;
-use cryptkeep_volume::BackingDevice;
+use cryptkeep_volume::{BackingDevice, Extent};
 
 use super::Client;
 
@@ -29,6 +31,10 @@ impl BackingDevice for Client {
 
     fn len(&self) -> io::Result<u64> {
         Ok(self.size())
+    }
+
+    fn allocation(&self, pos: u64, len: u64) -> io::Result<Option<Vec<Extent>>> {
+        Client::allocation(self, pos, len).map_err(io::Error::from)
     }
 }
 

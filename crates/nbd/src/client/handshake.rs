@@ -1,6 +1,8 @@
 //! The fixed-newstyle handshake: magic check, flags, structured replies,
 //! then `NBD_OPT_GO` asking for the export's size, flags and block sizes
-//! (`NBD_INFO_BLOCK_SIZE`). Servers without `NBD_OPT_GO` get
+//! (`NBD_INFO_BLOCK_SIZE`), with the `base:allocation` metadata context
+//! asked for first (`NBD_OPT_SET_META_CONTEXT`, so `NBD_CMD_BLOCK_STATUS`
+//! can tell holes). Servers without `NBD_OPT_GO` get
 //! `NBD_OPT_EXPORT_NAME`. With TLS, [`greet`] and [`starttls`] run on the
 //! plain socket first (see `secure.rs`), the rest inside TLS. Every length
 //! the server sends is bounded before it is used.
@@ -17,6 +19,9 @@ const OLDSTYLE_MAGIC: u64 = 0x0000_4202_8186_1253;
 const MAX_OPTION_REPLY: usize = proto::MAX_STRING + 64;
 /// The maximum payload a server must accept when it says nothing (2^25).
 pub const DEFAULT_MAX_PAYLOAD: u32 = 1 << 25;
+/// The most `NBD_REP_META_CONTEXT` replies taken for one query (one is
+/// expected; a server that sends more is broken).
+const MAX_META_REPLIES: usize = 16;
 
 /// What the server told about the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +38,9 @@ pub struct ExportInfo {
     pub max_payload: u32,
     /// Whether structured replies are in use.
     pub structured: bool,
+    /// The id the server gave the `base:allocation` metadata context, when
+    /// it agreed to one (then `NBD_CMD_BLOCK_STATUS` tells holes).
+    pub allocation: Option<u32>,
 }
 
 impl ExportInfo {
@@ -155,10 +163,55 @@ pub(crate) fn negotiate_after<S: Read + Write>(
             )))
         }
     };
+    let allocation = if structured {
+        set_meta_context(s, peer)?
+    } else {
+        None
+    };
     match go(s, peer, structured)? {
-        Some(i) => Ok(i),
+        Some(i) => Ok(ExportInfo { allocation, ..i }),
         None => export_name(s, peer, no_zeroes, structured),
     }
+}
+
+/// `NBD_OPT_SET_META_CONTEXT` for `base:allocation`: the context's id, or
+/// None when the server has no such context or refuses the option (block
+/// status is then not asked for).
+fn set_meta_context<S: Read + Write>(s: &mut S, peer: &Peer<'_>) -> Result<Option<u32>, Error> {
+    let name = peer.export.as_bytes();
+    let query = proto::alloc::CONTEXT.as_bytes();
+    let mut d = Vec::with_capacity(12 + name.len() + query.len());
+    d.extend((name.len() as u32).to_be_bytes());
+    d.extend(name);
+    d.extend(1u32.to_be_bytes());
+    d.extend((query.len() as u32).to_be_bytes());
+    d.extend(query);
+    send_option(s, opt::SET_META_CONTEXT, &d)?;
+    let mut id = None;
+    for _ in 0..MAX_META_REPLIES {
+        let r = option_reply(s, opt::SET_META_CONTEXT)?;
+        match r.kind {
+            rep::META_CONTEXT => {
+                if r.data.len() < 4 {
+                    return Err(Error::protocol("NBD_REP_META_CONTEXT shorter than its id"));
+                }
+                // A context other than the one asked for is not used.
+                if &r.data[4..] == query {
+                    id = Some(u32::from_be_bytes(r.data[..4].try_into().expect("4 bytes")));
+                }
+            }
+            rep::ACK => return Ok(id),
+            k if k & rep::FLAG_ERROR != 0 => return Ok(None),
+            k => {
+                return Err(Error::protocol(format!(
+                    "unexpected reply {k} to NBD_OPT_SET_META_CONTEXT"
+                )))
+            }
+        }
+    }
+    Err(Error::protocol(format!(
+        "more than {MAX_META_REPLIES} metadata contexts for one query"
+    )))
 }
 
 /// One option reply.
@@ -229,6 +282,7 @@ fn go<S: Read + Write>(
                     pref_block,
                     max_payload,
                     structured,
+                    allocation: None,
                 }));
             }
             rep::ERR_UNSUP => return Ok(None),
@@ -326,6 +380,7 @@ fn export_name<S: Read + Write>(
         pref_block: 4096,
         max_payload: DEFAULT_MAX_PAYLOAD,
         structured,
+        allocation: None,
     })
 }
 
@@ -400,6 +455,17 @@ mod tests {
     fn go_with_block_sizes() {
         let mut v = greeting(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES);
         reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        // Another context first (not used), then the one asked for.
+        reply(
+            &mut v,
+            opt::SET_META_CONTEXT,
+            rep::META_CONTEXT,
+            b"\0\0\0\x09qemu:dirty-bitmap:x",
+        );
+        let mut m = 5u32.to_be_bytes().to_vec();
+        m.extend(b"base:allocation");
+        reply(&mut v, opt::SET_META_CONTEXT, rep::META_CONTEXT, &m);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::ACK, &[]);
         reply(&mut v, opt::GO, rep::INFO, &export_info(1 << 30, 0x1ed));
         let mut b = info::BLOCK_SIZE.to_be_bytes().to_vec();
         for x in [512u32, 4096, 1 << 22] {
@@ -417,7 +483,8 @@ mod tests {
                 min_block: 512,
                 pref_block: 4096,
                 max_payload: 1 << 22,
-                structured: true
+                structured: true,
+                allocation: Some(5),
             }
         );
     }
@@ -433,6 +500,7 @@ mod tests {
 
         let mut v = greeting(handshake::FIXED_NEWSTYLE);
         reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::ERR_UNSUP, &[]);
         reply(&mut v, opt::GO, rep::ERR_TLS_REQD, b"");
         let e = run(v).unwrap_err();
         assert!(e.to_string().contains("TLS"), "{e}");
@@ -519,17 +587,33 @@ mod tests {
         // GO acknowledged without the export's size.
         let mut v = greeting(handshake::FIXED_NEWSTYLE);
         reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::ACK, &[]);
         reply(&mut v, opt::GO, rep::ACK, &[]);
         assert!(matches!(run(v), Err(Error::Protocol(_))));
         // Nonsense block sizes.
         let mut v = greeting(handshake::FIXED_NEWSTYLE);
         reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::ACK, &[]);
         let mut b = info::BLOCK_SIZE.to_be_bytes().to_vec();
         for x in [3u32, 4096, 1 << 22] {
             b.extend(x.to_be_bytes());
         }
         reply(&mut v, opt::GO, rep::INFO, &b);
         assert!(run(v).unwrap_err().to_string().contains("block sizes"));
+        // A metadata context reply too short for its id, and endless ones.
+        let mut v = greeting(handshake::FIXED_NEWSTYLE);
+        reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::META_CONTEXT, &[0, 1]);
+        assert!(matches!(run(v), Err(Error::Protocol(_))));
+        let mut v = greeting(handshake::FIXED_NEWSTYLE);
+        reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        for _ in 0..=MAX_META_REPLIES {
+            reply(&mut v, opt::SET_META_CONTEXT, rep::META_CONTEXT, &[0; 8]);
+        }
+        assert!(run(v)
+            .unwrap_err()
+            .to_string()
+            .contains("metadata contexts"));
         // Truncated mid-handshake.
         let v = greeting(handshake::FIXED_NEWSTYLE);
         assert!(matches!(run(v), Err(Error::Connection(_))));

@@ -71,6 +71,17 @@ pub(crate) enum Op<'a> {
     },
     /// Make every completed write durable.
     Flush,
+    /// The allocation of `len` bytes at `offset` (`NBD_CMD_BLOCK_STATUS`).
+    BlockStatus {
+        /// Byte offset in the export.
+        offset: u64,
+        /// Length in bytes.
+        len: u32,
+        /// The `base:allocation` context's id on this connection.
+        context: u32,
+        /// Where the extents go: (length, `NBD_STATE_*` flags).
+        out: &'a mut Vec<(u32, u32)>,
+    },
 }
 
 impl<'a> Op<'a> {
@@ -82,6 +93,7 @@ impl<'a> Op<'a> {
             Op::WriteZeroes { offset, len } => (cmd::WRITE_ZEROES, *offset, *len, &[][..]),
             Op::Trim { offset, len } => (cmd::TRIM, *offset, *len, &[][..]),
             Op::Flush => (cmd::FLUSH, 0, 0, &[][..]),
+            Op::BlockStatus { offset, len, .. } => (cmd::BLOCK_STATUS, *offset, *len, &[][..]),
         })
     }
 
@@ -100,6 +112,7 @@ impl<'a> Op<'a> {
             Op::WriteZeroes { .. } => "write zeroes",
             Op::Trim { .. } => "trim",
             Op::Flush => "flush",
+            Op::BlockStatus { .. } => "block status",
         }
     }
 }
@@ -110,8 +123,8 @@ fn len32(n: usize) -> Result<u32, Error> {
 
 /// Whose a cookie in flight is.
 enum Owner {
-    /// A read: its payload goes to the batch's buffer, so its headers are
-    /// handed to that batch.
+    /// A read or block status query: its payload goes to the batch's
+    /// buffer, so its headers are handed to that batch.
     Read {
         /// The batch.
         batch: u64,
@@ -334,6 +347,14 @@ impl Pipe {
                     let target = Target::Read {
                         offset: *offset,
                         buf: &mut buf[..],
+                    };
+                    b.reads.insert(cookie, (index, Pending::new(ex, target)));
+                    Owner::Read { batch: id, bytes }
+                }
+                Op::BlockStatus { context, out, .. } => {
+                    let target = Target::Status {
+                        context: *context,
+                        out,
                     };
                     b.reads.insert(cookie, (index, Pending::new(ex, target)));
                     Owner::Read { batch: id, bytes }

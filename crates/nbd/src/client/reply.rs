@@ -19,6 +19,8 @@ use crate::Error;
 const MAX_CHUNKS: usize = 1 << 16;
 /// The longest error chunk payload: errno, message length, message, offset.
 const MAX_ERROR_CHUNK: u32 = 6 + proto::MAX_STRING as u32 + 8;
+/// The longest block status chunk: the context id and 2^17 extents (1 MiB).
+const MAX_STATUS_CHUNK: u32 = 4 + 8 * (1 << 17);
 
 /// The request a reply answers.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +41,13 @@ pub(crate) enum Target<'a> {
         offset: u64,
         /// Where its data goes.
         buf: &'a mut [u8],
+    },
+    /// A block status query of `len` bytes: its extents come back.
+    Status {
+        /// The metadata context asked for (`base:allocation`'s id).
+        context: u32,
+        /// Where the extents go: (length, `NBD_STATE_*` flags), as sent.
+        out: &'a mut Vec<(u32, u32)>,
     },
     /// A write, flush, trim or write zeroes: no data comes back.
     Plain,
@@ -87,6 +96,9 @@ impl<'a> Pending<'a> {
             ReplyHead::Simple { error, .. } => {
                 if error != 0 {
                     return Ok(Some(Err(server_error(ex.what, error, String::new()))));
+                }
+                if let Target::Status { .. } = self.target {
+                    return Err(Error::protocol("simple reply to a block status query"));
                 }
                 if let Target::Read { buf, .. } = &mut self.target {
                     if ex.structured {
@@ -144,6 +156,14 @@ impl<'a> Pending<'a> {
                 let start = self.covered.claim(*offset, len, at, n)?;
                 buf[start..start + n as usize].fill(0);
             }
+            (Target::Status { context, out }, reply::BLOCK_STATUS) => {
+                status_chunk(r, *context, out, length)?;
+            }
+            (Target::Status { .. }, k) => {
+                return Err(Error::protocol(format!(
+                    "reply chunk type {k} ({length} bytes) to a block status query"
+                )))
+            }
             (Target::Read { .. }, k) => {
                 return Err(Error::protocol(format!(
                     "unknown reply chunk type {k} to a read"
@@ -162,17 +182,59 @@ impl<'a> Pending<'a> {
         if let Some(e) = self.failed.take() {
             return Ok(Some(Err(e)));
         }
-        if let Target::Read { buf, .. } = &self.target {
-            let len = buf.len() as u64;
-            if self.covered.total != len {
-                return Err(Error::protocol(format!(
-                    "read reply covers {} of {len} bytes",
-                    self.covered.total
-                )));
+        match &self.target {
+            Target::Read { buf, .. } => {
+                let len = buf.len() as u64;
+                if self.covered.total != len {
+                    return Err(Error::protocol(format!(
+                        "read reply covers {} of {len} bytes",
+                        self.covered.total
+                    )));
+                }
             }
+            Target::Status { out, .. } if out.is_empty() => {
+                return Err(Error::protocol("block status reply without extents"));
+            }
+            _ => {}
         }
         Ok(Some(Ok(())))
     }
+}
+
+/// One `NBD_REPLY_TYPE_BLOCK_STATUS` chunk's payload: the context id, then
+/// (length, flags) pairs. Only one chunk, for the context asked for, and
+/// no empty extent; the chunk's size is bounded before anything is read.
+fn status_chunk<R: Read>(
+    r: &mut R,
+    context: u32,
+    out: &mut Vec<(u32, u32)>,
+    length: u32,
+) -> Result<(), Error> {
+    if length < 12 || !(length - 4).is_multiple_of(8) || length > MAX_STATUS_CHUNK {
+        return Err(Error::protocol(format!(
+            "block status chunk of {length} bytes"
+        )));
+    }
+    let id = u32_of(r)?;
+    if id != context {
+        return Err(Error::protocol(format!(
+            "block status for metadata context {id}, asked for {context}"
+        )));
+    }
+    if !out.is_empty() {
+        return Err(Error::protocol("two block status chunks for one context"));
+    }
+    let n = ((length - 4) / 8) as usize;
+    out.reserve_exact(n);
+    for _ in 0..n {
+        let len = u32_of(r)?;
+        let flags = u32_of(r)?;
+        if len == 0 {
+            return Err(Error::protocol("block status extent of length 0"));
+        }
+        out.push((len, flags));
+    }
+    Ok(())
 }
 
 /// Reads a whole reply to the one request `ex` from `r`: chunks of other

@@ -26,6 +26,7 @@
 //!   protocol's flush covers: every write the server completed before it
 //!   received the flush.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -35,8 +36,9 @@ use super::pipe::Op;
 use super::pool::Pool;
 use super::unflushed::{Change, Unflushed};
 use super::uri::Uri;
-use crate::proto::{err, tflag};
+use crate::proto::{alloc, err, tflag};
 use crate::Error;
+use cryptkeep_volume::Extent;
 
 /// Flush on our own once this many bytes of acknowledged writes wait for
 /// a flush (bounds the memory of the replay log).
@@ -95,6 +97,8 @@ pub struct Client {
     /// Held across the read-modify-write of a write narrower than the
     /// minimum block size, so two of them never undo each other.
     rmw: Mutex<()>,
+    /// Set once the server broke the protocol answering block status.
+    status_off: AtomicBool,
 }
 
 impl Client {
@@ -133,6 +137,7 @@ impl Client {
             log: Mutex::new(Unflushed::default()),
             down: Mutex::new(false),
             rmw: Mutex::new(()),
+            status_off: AtomicBool::new(false),
         })
     }
 
@@ -282,6 +287,59 @@ impl Client {
             done += u64::from(n);
         }
         Ok(())
+    }
+
+    /// The allocation map of `[offset, offset + len)` as the server tells
+    /// it (`NBD_CMD_BLOCK_STATUS` in the `base:allocation` context): runs
+    /// in order from `offset`, covering at least one byte and at most
+    /// `len` (ask again for the rest). `Ok(None)` when the server agreed
+    /// to no such context on the connection used: it cannot tell.
+    pub fn allocation(&self, offset: u64, len: u64) -> Result<Option<Vec<Extent>>, Error> {
+        if len == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        self.check_range(offset, len, "block status")?;
+        // One request of at most 2^32 - 1 bytes, a whole number of blocks
+        // unless it ends at the end of the export.
+        let b = u64::from(self.info.min_block);
+        let max = u64::from(u32::MAX) / b * b;
+        let n = len.min(max) as u32;
+        if self.status_off.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        // One attempt, never a reconnect loop: a map is optional, and a
+        // server whose block status is broken must not stall reads and
+        // writes. A lost connection is dropped (the next read or write
+        // reconnects); a protocol error stops the queries for good.
+        let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = self.pool.pick() else {
+            return Ok(None);
+        };
+        let Some(context) = c.info.allocation else {
+            return Ok(None);
+        };
+        let mut raw = Vec::new();
+        let op = Op::BlockStatus {
+            offset,
+            len: n,
+            context,
+            out: &mut raw,
+        };
+        match c.one(op) {
+            Ok(()) => Ok(Some(runs(&raw, u64::from(n)))),
+            Err(e) if e.is_lost() => {
+                self.pool.lose(&c);
+                if matches!(e, Error::Protocol(_)) && !self.status_off.swap(true, Ordering::Relaxed)
+                {
+                    eprintln!(
+                        "cryptkeep: the NBD server {} broke the protocol answering block status ({e}); its holes are no longer asked for",
+                        self.uri.server()
+                    );
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Makes every acknowledged write durable (`NBD_CMD_FLUSH`; nothing
@@ -479,6 +537,30 @@ impl Drop for Client {
     fn drop(&mut self) {
         drop(self.pool.drain());
     }
+}
+
+/// The server's extents as runs of at most `len` bytes in all (the last
+/// one may reach past what was asked for), adjacent runs alike merged.
+fn runs(raw: &[(u32, u32)], len: u64) -> Vec<Extent> {
+    let mut out: Vec<Extent> = Vec::new();
+    let mut at = 0u64;
+    for &(n, flags) in raw {
+        if at >= len {
+            break;
+        }
+        let n = u64::from(n).min(len - at);
+        let e = Extent {
+            len: n,
+            hole: flags & alloc::STATE_HOLE != 0,
+            zero: flags & alloc::STATE_ZERO != 0,
+        };
+        match out.last_mut() {
+            Some(l) if (l.hole, l.zero) == (e.hole, e.zero) => l.len += n,
+            _ => out.push(e),
+        }
+        at += n;
+    }
+    out
 }
 
 /// The first failure among a batch's outcomes.

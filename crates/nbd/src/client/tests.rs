@@ -1,7 +1,8 @@
 //! The pipelined connection against a scripted server on a socket pair
 //! (replies out of order, interleaved structured chunks, an unknown cookie,
-//! a connection that drops with requests in flight), and the client
-//! against the crate's own server stopped and restarted mid-write.
+//! a connection that drops with requests in flight, block status replies
+//! good and hostile), and the client against the crate's own server
+//! (stopped and restarted mid-write; its allocation map).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -18,6 +19,7 @@ use crate::proto::{cmd, reply, tflag, SIMPLE_REPLY_MAGIC, STRUCTURED_REPLY_MAGIC
 use crate::server::{serve, BlockStore, Endpoint, Export, Limits};
 use crate::stream::Stream;
 use crate::Error;
+use cryptkeep_volume::Extent;
 
 /// A request as the scripted server sees it.
 #[derive(Debug)]
@@ -28,6 +30,9 @@ struct Req {
     len: u32,
 }
 
+/// The `base:allocation` context's id on the scripted connections.
+const ALLOCATION_ID: u32 = 3;
+
 fn conn(structured: bool) -> (Conn, UnixStream) {
     let (a, b) = UnixStream::pair().unwrap();
     let info = ExportInfo {
@@ -37,31 +42,33 @@ fn conn(structured: bool) -> (Conn, UnixStream) {
         pref_block: 4096,
         max_payload: 1 << 20,
         structured,
+        allocation: structured.then_some(ALLOCATION_ID),
     };
     let c = Conn::over(Stream::Unix(a).split().unwrap(), info);
     b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     (c, b)
 }
 
-/// Reads `n` requests (discarding write payloads).
+/// Reads one request (discarding a write's payload).
+fn next_request(s: &mut UnixStream) -> std::io::Result<Req> {
+    let mut h = [0u8; 28];
+    s.read_exact(&mut h)?;
+    let r = Req {
+        kind: u16::from_be_bytes([h[6], h[7]]),
+        cookie: u64::from_be_bytes(h[8..16].try_into().unwrap()),
+        offset: u64::from_be_bytes(h[16..24].try_into().unwrap()),
+        len: u32::from_be_bytes(h[24..28].try_into().unwrap()),
+    };
+    if r.kind == cmd::WRITE {
+        let mut p = vec![0u8; r.len as usize];
+        s.read_exact(&mut p)?;
+    }
+    Ok(r)
+}
+
+/// Reads `n` requests.
 fn requests(s: &mut UnixStream, n: usize) -> Vec<Req> {
-    (0..n)
-        .map(|_| {
-            let mut h = [0u8; 28];
-            s.read_exact(&mut h).unwrap();
-            let r = Req {
-                kind: u16::from_be_bytes([h[6], h[7]]),
-                cookie: u64::from_be_bytes(h[8..16].try_into().unwrap()),
-                offset: u64::from_be_bytes(h[16..24].try_into().unwrap()),
-                len: u32::from_be_bytes(h[24..28].try_into().unwrap()),
-            };
-            if r.kind == cmd::WRITE {
-                let mut p = vec![0u8; r.len as usize];
-                s.read_exact(&mut p).unwrap();
-            }
-            r
-        })
-        .collect()
+    (0..n).map(|_| next_request(s).unwrap()).collect()
 }
 
 fn simple(s: &mut UnixStream, error: u32, cookie: u64, data: &[u8]) {
@@ -292,6 +299,124 @@ fn a_dropped_connection_fails_every_request_in_flight() {
     assert!(c.is_dead());
 }
 
+/// A block status query of `len` bytes at `offset` on `c`.
+fn status(c: &Conn, offset: u64, len: u32) -> Result<Vec<(u32, u32)>, Error> {
+    let mut out = Vec::new();
+    c.one(Op::BlockStatus {
+        offset,
+        len,
+        context: ALLOCATION_ID,
+        out: &mut out,
+    })?;
+    Ok(out)
+}
+
+/// A block status chunk's payload for context `id`.
+fn extents(id: u32, e: &[(u32, u32)]) -> Vec<u8> {
+    let mut p = id.to_be_bytes().to_vec();
+    for &(len, flags) in e {
+        p.extend(len.to_be_bytes());
+        p.extend(flags.to_be_bytes());
+    }
+    p
+}
+
+#[test]
+fn block_status_replies_are_taken_and_hostile_ones_refused() {
+    // A good reply, interleaved with a read's.
+    let (c, mut s) = conn(true);
+    std::thread::scope(|sc| {
+        let q = sc.spawn(|| status(&c, 4096, 65536).unwrap());
+        let r = sc.spawn(|| read(&c, 0, 512).unwrap());
+        let reqs = requests(&mut s, 2);
+        let st = reqs.iter().find(|r| r.kind == cmd::BLOCK_STATUS).unwrap();
+        assert_eq!((st.offset, st.len), (4096, 65536));
+        let rd = reqs.iter().find(|r| r.kind == cmd::READ).unwrap();
+        let e = [(8192, 3), (57344, 0)];
+        chunk(
+            &mut s,
+            reply::FLAG_DONE,
+            reply::BLOCK_STATUS,
+            st.cookie,
+            &extents(ALLOCATION_ID, &e),
+        );
+        chunk(
+            &mut s,
+            reply::FLAG_DONE,
+            reply::OFFSET_DATA,
+            rd.cookie,
+            &data(0, &fill(0, 512)),
+        );
+        assert_eq!(q.join().unwrap(), e);
+        assert_eq!(r.join().unwrap(), fill(0, 512));
+    });
+    // Each of these breaks the protocol: the query fails and the
+    // connection is dropped (another one would be used).
+    type Reply = fn(&mut UnixStream, u64);
+    let hostile: [(&str, Reply); 6] = [
+        ("another context", |s, k| {
+            chunk(
+                s,
+                reply::FLAG_DONE,
+                reply::BLOCK_STATUS,
+                k,
+                &extents(9, &[(512, 0)]),
+            )
+        }),
+        ("an empty extent", |s, k| {
+            chunk(
+                s,
+                reply::FLAG_DONE,
+                reply::BLOCK_STATUS,
+                k,
+                &extents(ALLOCATION_ID, &[(0, 0)]),
+            )
+        }),
+        ("no extent", |s, k| {
+            chunk(s, reply::FLAG_DONE, reply::NONE, k, &[])
+        }),
+        ("a simple reply", |s, k| simple(s, 0, k, &[])),
+        ("a data chunk", |s, k| {
+            chunk(
+                s,
+                reply::FLAG_DONE,
+                reply::OFFSET_DATA,
+                k,
+                &data(0, &[0; 512]),
+            )
+        }),
+        ("an oversized chunk", |s, k| {
+            // Only the header: the length alone must be refused.
+            let mut v = STRUCTURED_REPLY_MAGIC.to_be_bytes().to_vec();
+            v.extend(reply::FLAG_DONE.to_be_bytes());
+            v.extend(reply::BLOCK_STATUS.to_be_bytes());
+            v.extend(k.to_be_bytes());
+            v.extend(u32::MAX.to_be_bytes());
+            s.write_all(&v).unwrap();
+        }),
+    ];
+    for (what, send) in hostile {
+        let (c, mut s) = conn(true);
+        std::thread::scope(|sc| {
+            let q = sc.spawn(|| status(&c, 0, 4096));
+            let reqs = requests(&mut s, 1);
+            send(&mut s, reqs[0].cookie);
+            let e = q.join().unwrap().unwrap_err();
+            assert!(e.is_lost(), "{what}: {e}");
+        });
+        assert!(c.is_dead(), "{what}");
+    }
+    // A server error is the query's own failure; the connection lives.
+    let (c, mut s) = conn(true);
+    std::thread::scope(|sc| {
+        let q = sc.spawn(|| status(&c, 0, 4096));
+        let reqs = requests(&mut s, 1);
+        simple(&mut s, 22, reqs[0].cookie, &[]);
+        assert_eq!(q.join().unwrap().unwrap_err().errno(), libc::EINVAL);
+    });
+    assert!(!c.is_dead());
+}
+
 /// A store in memory that loses what was not flushed when it "crashes":
 /// [`Disk::restart`] gives a store holding only the flushed bytes.
 struct Disk {
@@ -339,6 +464,77 @@ impl BlockStore for Disk {
         *self.durable.lock().unwrap() = d;
         Ok(())
     }
+    /// All-zero 4 KiB blocks are holes.
+    fn extents(&self, offset: u64, len: u64) -> Result<Vec<Extent>, cryptkeep_volume::Error> {
+        let d = self.live.lock().unwrap();
+        let mut out: Vec<Extent> = Vec::new();
+        let mut at = offset;
+        while at < offset + len {
+            let n = (4096 - at % 4096).min(offset + len - at);
+            let hole = d[at as usize..(at + n) as usize].iter().all(|&b| b == 0);
+            match out.last_mut() {
+                Some(l) if l.hole == hole => l.len += n,
+                _ => out.push(Extent {
+                    len: n,
+                    hole,
+                    zero: hole,
+                }),
+            }
+            at += n;
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn the_allocation_map_comes_from_the_servers_block_status() {
+    let dir = std::env::temp_dir().join(format!("nbdc-status-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("s.sock");
+    let export = Export {
+        name: "vol".into(),
+        description: None,
+        read_only: false,
+        allow_trim: false,
+    };
+    let disk = Disk::new(vec![0; 1 << 20]);
+    let server = serve(
+        &Endpoint::Unix(sock.clone()),
+        disk,
+        export,
+        Limits::default(),
+    )
+    .unwrap();
+    let uri = Uri::parse(&format!("nbd+unix:///vol?socket={}", sock.display())).unwrap();
+    let client = Client::connect(&uri, Options::default()).unwrap();
+    assert!(client.info().allocation.is_some());
+    client.write_at(&[7; 8192], 65536).unwrap();
+    let map = client.allocation(0, 1 << 20).unwrap().unwrap();
+    let ext = |len, hole| Extent {
+        len,
+        hole,
+        zero: hole,
+    };
+    assert_eq!(
+        map,
+        vec![
+            ext(65536, true),
+            ext(8192, false),
+            ext((1 << 20) - 73728, true)
+        ]
+    );
+    // A range inside one run, and an empty one.
+    assert_eq!(
+        client.allocation(66000, 100).unwrap().unwrap(),
+        vec![ext(100, false)]
+    );
+    assert_eq!(client.allocation(0, 0).unwrap().unwrap(), vec![]);
+    // Past the end: an error, nothing sent.
+    assert!(client.allocation(1 << 20, 512).is_err());
+    drop(client);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Block `i`'s content in generation `g` (every sector says both).
@@ -433,5 +629,117 @@ fn a_server_restarted_mid_write_gets_every_acknowledged_write() {
     drop(live);
     drop(client);
     drop(server.lock().unwrap().take());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server whose block status replies name another metadata context:
+/// handshake as a real one (structured replies, `base:allocation` as
+/// context 1), reads answered with zeros. Returns the number of block
+/// status queries it saw.
+fn broken_status_server(l: std::os::unix::net::UnixListener, stop: &AtomicBool) -> usize {
+    use crate::proto::{handshake, info, opt, rep, IHAVEOPT, NBD_MAGIC, OPTION_REPLY_MAGIC};
+    let mut queries = 0;
+    l.set_nonblocking(true).unwrap();
+    while !stop.load(Ordering::SeqCst) {
+        let mut s = match l.accept() {
+            Ok((s, _)) => s,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut g = NBD_MAGIC.to_be_bytes().to_vec();
+        g.extend(IHAVEOPT.to_be_bytes());
+        g.extend((handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes());
+        s.write_all(&g).unwrap();
+        let mut b4 = [0u8; 4];
+        s.read_exact(&mut b4).unwrap();
+        let orep = |s: &mut UnixStream, o: u32, kind: u32, d: &[u8]| {
+            let mut v = OPTION_REPLY_MAGIC.to_be_bytes().to_vec();
+            v.extend(o.to_be_bytes());
+            v.extend(kind.to_be_bytes());
+            v.extend((d.len() as u32).to_be_bytes());
+            v.extend(d);
+            s.write_all(&v).unwrap();
+        };
+        loop {
+            let mut h = [0u8; 16];
+            s.read_exact(&mut h).unwrap();
+            let o = u32::from_be_bytes(h[8..12].try_into().unwrap());
+            let mut d = vec![0u8; u32::from_be_bytes(h[12..16].try_into().unwrap()) as usize];
+            s.read_exact(&mut d).unwrap();
+            match o {
+                opt::SET_META_CONTEXT => {
+                    let mut m = 1u32.to_be_bytes().to_vec();
+                    m.extend(b"base:allocation");
+                    orep(&mut s, o, rep::META_CONTEXT, &m);
+                    orep(&mut s, o, rep::ACK, &[]);
+                }
+                opt::GO => {
+                    let mut e = info::EXPORT.to_be_bytes().to_vec();
+                    e.extend((1u64 << 20).to_be_bytes());
+                    e.extend(tflag::HAS_FLAGS.to_be_bytes());
+                    orep(&mut s, o, rep::INFO, &e);
+                    orep(&mut s, o, rep::ACK, &[]);
+                    break;
+                }
+                _ => orep(&mut s, o, rep::ACK, &[]),
+            }
+        }
+        while let Ok(r) = next_request(&mut s) {
+            match r.kind {
+                cmd::READ => chunk(
+                    &mut s,
+                    reply::FLAG_DONE,
+                    reply::OFFSET_DATA,
+                    r.cookie,
+                    &data(r.offset, &vec![0; r.len as usize]),
+                ),
+                cmd::BLOCK_STATUS => {
+                    queries += 1;
+                    let p = extents(9, &[(r.len, 0)]);
+                    chunk(&mut s, reply::FLAG_DONE, reply::BLOCK_STATUS, r.cookie, &p);
+                }
+                _ => break,
+            }
+        }
+    }
+    queries
+}
+
+#[test]
+fn a_broken_block_status_neither_stalls_io_nor_is_asked_again() {
+    let dir = std::env::temp_dir().join(format!("nbdc-badstatus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("s.sock");
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let stop = AtomicBool::new(false);
+    let uri = Uri::parse(&format!("nbd+unix:///?socket={}", sock.display())).unwrap();
+    let queries = std::thread::scope(|sc| {
+        let server = sc.spawn(|| broken_status_server(l, &stop));
+        let c = Client::connect(
+            &uri,
+            Options {
+                write: false,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        // The broken reply: no map (all data), no error, no hang.
+        assert_eq!(c.allocation(0, 65536).unwrap(), None);
+        // Reads go on, on a new connection.
+        let mut b = vec![1u8; 4096];
+        c.read_at(&mut b, 8192).unwrap();
+        assert_eq!(b, vec![0; 4096]);
+        // Not asked again.
+        assert_eq!(c.allocation(0, 65536).unwrap(), None);
+        drop(c);
+        stop.store(true, Ordering::SeqCst);
+        server.join().unwrap()
+    });
+    assert_eq!(queries, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
