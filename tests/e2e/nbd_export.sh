@@ -6,13 +6,14 @@
 # - nbdcopy both ways with sha256, four connections with multi-conn and flush;
 # - qemu-io writes, zeroes and discards at odd offsets; qemu-img compare;
 # - ext4 on a loop device over qemu-storage-daemon's FUSE export of the NBD export:
-#   mkfs, files, e2fsck -fn, and the same files through cryptkeep's own loop device;
+#   mkfs, files, e2fsck -fn; then over nbdfuse (libnbd's FUSE client): the files
+#   verify, more files, e2fsck -fn; and all of them through cryptkeep's own loop device;
 # - a read-only export over TCP (--no-loop) refusing writes;
 # - a hostile client (lib/nbd_hostile.py), then a normal client still works;
 # - the daemon's memory holds no byte of the volume key; close removes the socket.
 source "$(dirname "$0")/lib/common.sh"
 LIB=$(dirname "$0")/lib
-for t in nbdinfo nbdcopy qemu-img qemu-io qemu-storage-daemon cryptsetup python3; do
+for t in nbdinfo nbdcopy nbdfuse qemu-img qemu-io qemu-storage-daemon cryptsetup python3; do
   command -v "$t" >/dev/null || fail "$t missing: run scripts/install-deps.sh"
 done
 QSD=""
@@ -124,6 +125,21 @@ umount "$W/mnt"
 e2fsck -fn "$ldev" || fail "e2fsck on the NBD-backed loop device"
 losetup -d "$ldev"
 kill "$QSD"; wait "$QSD" 2>/dev/null || true; QSD=""
+step "ext4 through nbdfuse (libnbd's FUSE client): loop device, the files verify, more files, e2fsck"
+mkdir -p "$W/nf"
+nbdfuse "$W/nf" "$uri" &
+NBDFUSE=$!
+for _ in $(seq 50); do [ "$(stat -c %s "$W/nf/nbd" 2>/dev/null)" = $size ] && break; sleep 0.1; done
+[ "$(stat -c %s "$W/nf/nbd" 2>/dev/null)" = $size ] || fail "nbdfuse did not show the export"
+ldev=$(losetup -f --show "$W/nf/nbd"); EXTRA_LOOPS+=("$ldev")
+mount "$ldev" "$W/mnt"
+(cd "$W/mnt" && sha256sum -c --quiet "$W/manifest") || fail "files differ through nbdfuse"
+make_tree "$W/mnt/tree2" 100 5
+manifest "$W/mnt" "$W/manifest"
+umount "$W/mnt"
+e2fsck -fn "$ldev" || fail "e2fsck on the nbdfuse-backed loop device"
+losetup -d "$ldev"
+fusermount3 -u "$W/nf"; wait "$NBDFUSE" 2>/dev/null || true
 step "the same files through cryptkeep's own loop device"
 blockdev --flushbufs "$dev"
 e2fsck -fn "$dev" || fail "e2fsck on cryptkeep's loop device"
