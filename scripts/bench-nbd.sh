@@ -7,6 +7,9 @@
 # and measured with libnbd's clients, interleaved, REPS times (medians):
 #   seq read   - nbdcopy EXPORT null: (the whole export), MiB/s
 #   seq write  - nbdcopy RANDOM-FILE EXPORT (the whole export), MiB/s
+#   fio read / fio write - fio through nbdfuse (libnbd's FUSE client, its default
+#                connections) and a loop device over its file: sequential 1 MiB direct I/O,
+#                iodepth 64, two jobs on the two halves (scripts/bench/lib-block.sh blk_fio), MiB/s
 #   setup      - nbdinfo --size EXPORT, wall time in ms (median of 10, after a first one)
 #   handshake  - a whole connection (connect, NBD_OPT_GO, NBD_CMD_DISC) from one Python
 #                process, ms (median of 50, after a first one): set-up without a client
@@ -26,7 +29,7 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd)
 ck=${CK:-$root/target/release/cryptkeep}
 [ -x "$ck" ] || { echo "bench-nbd: build first: cargo build --release" >&2; exit 1; }
-for t in nbdcopy nbdinfo nbdkit qemu-storage-daemon cryptsetup python3; do
+for t in nbdcopy nbdinfo nbdfuse nbdkit qemu-storage-daemon cryptsetup fio python3; do
   command -v $t >/dev/null || { echo "bench-nbd: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
 blk_name=bench-nbd blk_ck=$ck
@@ -69,6 +72,17 @@ targets=(cryptkeep qsd nbdkit)
 for x in "${targets[@]}"; do
   blk_log "$x: ${uri[$x]} ($(nbdinfo --json "${uri[$x]}" | python3 -c 'import json,sys; e=json.load(sys.stdin)["exports"][0]; print("multi-conn" if e.get("can_multi_conn") else "single connection")'))"
 done
+# nbdfuse and a loop device over each export: the path fio measures.
+declare -A ldev
+for x in "${targets[@]}"; do
+  mkdir -p "$w/nf-$x"
+  nbdfuse "$w/nf-$x" "${uri[$x]}" >&2 3>&- &
+  blk_qsd_pids+=($!)
+  for i in $(seq 100); do [ -f "$w/nf-$x/nbd" ] && break; sleep 0.1; done
+  [ -f "$w/nf-$x/nbd" ] || blk_die "nbdfuse did not show $x's export"
+  blk_attach "$w/nf-$x/nbd"
+  ldev[$x]=$blk_dev
+done
 
 now() { date +%s.%N; }
 rate() { python3 -c "import sys; print(round($size_mib / (float(sys.argv[2]) - float(sys.argv[1])), 1))" "$1" "$2"; }
@@ -92,8 +106,10 @@ for r in $(seq "$reps"); do
     rd=$(rate "$a" "$b")
     su=$(setup_ms "${uri[$x]}")
     hs=$(python3 "$root/scripts/bench/nbd-handshake.py" "${sock[$x]}" "${name[$x]}" 50)
-    echo "$x $rd $wr $su $hs" >> "$w/results"
-    blk_log "rep $r $x: read $rd MiB/s, write $wr MiB/s, setup $su ms, handshake $hs ms"
+    fw=$(blk_fio "${ldev[$x]}" write "$size_mib" 60) || blk_die "fio write on $x failed"
+    fr=$(blk_fio "${ldev[$x]}" read "$size_mib" 60) || blk_die "fio read on $x failed"
+    echo "$x $rd $wr $su $hs $fr $fw" >> "$w/results"
+    blk_log "rep $r $x: read $rd MiB/s, write $wr MiB/s, setup $su ms, handshake $hs ms, fio read $fr MiB/s, fio write $fw MiB/s"
   done
 done
 
@@ -103,15 +119,16 @@ rows = [l.split() for l in open(sys.argv[1])]
 med = {}
 for t in ("cryptkeep", "qsd", "nbdkit"):
     v = [r[1:] for r in rows if r[0] == t]
-    med[t] = [statistics.median(float(x[i]) for x in v) for i in range(4)]
-print(f"\nNBD export of a {sys.argv[2]} MiB LUKS1 volume (aes-xts-plain64), nbdcopy over a unix socket, median of {sys.argv[3]}\n")
-print("| target | seq read MiB/s | seq write MiB/s | setup ms (nbdinfo) | handshake ms |")
-print("|---|---:|---:|---:|---:|")
-for t, (rd, wr, su, hs) in med.items():
-    print(f"| {t} | {rd} | {wr} | {su} | {hs} |")
+    med[t] = [statistics.median(float(x[i]) for x in v) for i in range(6)]
+print(f"\nNBD export of a {sys.argv[2]} MiB LUKS1 volume (aes-xts-plain64) over a unix socket, median of {sys.argv[3]}\n")
+print("| target | nbdcopy read MiB/s | nbdcopy write MiB/s | fio read (nbdfuse + loop) MiB/s | fio write (nbdfuse + loop) MiB/s | setup ms (nbdinfo) | handshake ms |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for t, (rd, wr, su, hs, fr, fw) in med.items():
+    print(f"| {t} | {rd} | {wr} | {fr} | {fw} | {su} | {hs} |")
 c = med["cryptkeep"]
 for p in ("qsd", "nbdkit"):
     o = med[p]
-    print(f"\ncryptkeep / {p}: read {c[0] / o[0]:.2f}x, write {c[1] / o[1]:.2f}x, "
+    print(f"\ncryptkeep / {p}: nbdcopy read {c[0] / o[0]:.2f}x, write {c[1] / o[1]:.2f}x; "
+          f"fio read {c[4] / o[4]:.2f}x, write {c[5] / o[5]:.2f}x (throughput ratios: higher is faster); "
           f"setup {c[2] / o[2]:.2f}x, handshake {c[3] / o[3]:.2f}x (time ratios: lower is faster)")
 PY

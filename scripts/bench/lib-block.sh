@@ -105,7 +105,7 @@ blk_cleanup() {
   while read -r dev file; do
     [[ $file == "$blk_w"/* ]] && losetup -d "$dev" 2>/dev/null
   done < <(losetup -l -n -O NAME,BACK-FILE 2>/dev/null)
-  # 4. qemu-storage-daemon
+  # 4. qemu-storage-daemon, nbdkit, nbdfuse
   for pid in "${blk_qsd_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   for pid in "${blk_qsd_pids[@]}"; do
     for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -227,6 +227,25 @@ blk_qsd_luks() {
   mountpoint -q "$export_file" || { blk_log "qemu-storage-daemon did not export $image within 10 s"; return 1; }
   { blk_dev=$(losetup --direct-io=on -f --show "$export_file" 2>/dev/null) ||
     blk_dev=$(losetup -f --show "$export_file"); } && blk_loops+=("$blk_dev")
+}
+
+# blk_nbdkit_luks NAME IMAGE PASS: nbdkit's luks filter over IMAGE (file plugin) on a unix
+# socket, reached through nbdfuse (libnbd's FUSE client, its default connections); a
+# direct-I/O loop device over nbdfuse's file in blk_dev. nbdkit runs the image's KDF once per
+# connection.
+blk_nbdkit_luks() {
+  local name=$1 image=$2 pass=$3 sock=$blk_w/$1.sock mnt=$blk_w/$1.nbdfuse i
+  local uri="nbd+unix:///?socket=$sock"
+  nbdkit -f -U "$sock" --filter=luks file "$image" passphrase="+$pass" >&2 3>&- &
+  blk_qsd_pids+=($!)
+  for i in $(seq 100); do nbdinfo --size "$uri" >/dev/null 2>&1 && break; sleep 0.1; done
+  nbdinfo --size "$uri" >/dev/null 2>&1 || { blk_log "nbdkit did not serve $image within 10 s"; return 1; }
+  mkdir -p "$mnt"
+  nbdfuse "$mnt" "$uri" >&2 3>&- &
+  blk_qsd_pids+=($!)
+  for i in $(seq 300); do [ -f "$mnt/nbd" ] && break; sleep 0.1; done
+  [ -f "$mnt/nbd" ] || { blk_log "nbdfuse did not show nbdkit's export of $image within 30 s"; return 1; }
+  blk_attach "$mnt/nbd"
 }
 
 # blk_wait CMD...: runs CMD in the background and waits for it. A SIGINT, SIGTERM or SIGHUP

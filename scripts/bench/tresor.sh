@@ -15,7 +15,8 @@
 #   cryptkeep-luks1  `cryptkeep open` of a LUKS1 image                        (ours)
 #   qsd-luks         the same LUKS1 image through qemu-storage-daemon's luks driver,
 #                    exported as a FUSE file, direct-I/O loop                 (peer)
-#   nbdkit-luks      nbdkit's luks filter: always skipped (it needs nbdfuse)  (peer)
+#   nbdkit-luks      the same LUKS1 image through nbdkit's luks filter, reached over
+#                    nbdfuse (libnbd's FUSE client), direct-I/O loop          (peer)
 # The image files are on a fresh tmpfs (or, with --backing DIR, in a work directory made
 # in DIR; there fio writes are timed until durable, --end_fsync=1). Every rep measures every
 # target once, in an order rotated from rep to rep.
@@ -63,6 +64,7 @@ rep_target cryptkeep-luks1 ours "cryptkeep LUKS1"
 rep_target qsd-luks peer "qemu-storage-daemon luks driver + FUSE export + loop (same LUKS1 image)"
 rep_target nbdkit-luks peer "nbdkit luks filter + nbdfuse + loop (same LUKS1 image)"
 rep_pair cryptkeep-luks1 qsd-luks "the same LUKS1 image, user space both"
+rep_pair cryptkeep-luks1 nbdkit-luks "the same LUKS1 image, user space both"
 rep_pair cryptkeep cryptkeep-inline "the keep process against the key in the I/O daemon"
 rep_metric dd-write "dd bs=${dd_block} count=1 conv=fdatasync into a file on ext2" MB/s higher dd-hdparm '*'
 rep_metric hdparm-t "hdparm -t (buffered device reads)" MiB/s higher dd-hdparm '*'
@@ -75,24 +77,25 @@ command -v bindfs >/dev/null || rep_skip bindfs "bindfs is not installed" "apt-g
 command -v gocryptfs >/dev/null || rep_skip gocryptfs "gocryptfs is not installed" "apt-get install gocryptfs"
 command -v qemu-storage-daemon >/dev/null ||
   rep_skip qsd-luks "qemu-storage-daemon is not installed" "apt-get install qemu-system-common"
-rep_skip nbdkit-luks "nbdkit's luks filter reaches a loop device only through nbdfuse, and the nbdfuse package is missing from Debian 12's archive" \
-  "none in Debian 12 (nbdfuse is built from libnbd's sources)"
+command -v nbdkit >/dev/null && command -v nbdfuse >/dev/null ||
+  rep_skip nbdkit-luks "nbdkit or nbdfuse is not installed" "apt-get install nbdkit libnbd-bin"
 
 # ---- set-up
 active=(); for t in "${targets[@]}"; do rep_is_skipped $t || active+=($t); done
 rep_steps $((1 + reps * ${#active[@]} + quick))
 rep_step "setting up ${#active[@]} devices of $size_mib MiB"
 # every image file once, the LUKS1 one twice, and room for gocryptfs' overhead
-blk_init "$backing" $((size_mib * 9 + 256))
+blk_init "$backing" $((size_mib * 10 + 256))
 pass=$blk_w/pass; printf 'bench' > "$pass"
 declare -A dev=()
 blk_plain_loop loop $size_mib; dev[loop]=$blk_dev
 blk_cryptkeep cryptkeep $size_mib "$pass"; dev[cryptkeep]=$blk_dev
 blk_cryptkeep cryptkeep-inline $size_mib "$pass" -- --keep inline; dev[cryptkeep-inline]=$blk_dev
-# One LUKS1 image, two byte-identical copies so that cryptkeep and qemu-storage-daemon
-# can both hold it open for the whole run.
+# One LUKS1 image, three byte-identical copies so that cryptkeep, qemu-storage-daemon and
+# nbdkit can each hold it open for the whole run.
 blk_cryptkeep_format "$blk_store/luks1.img" $size_mib "$pass" --type luks1
 cp --sparse=always "$blk_store/luks1.img" "$blk_store/luks1-qsd.img"
+cp --sparse=always "$blk_store/luks1.img" "$blk_store/luks1-nbdkit.img"
 blk_cryptkeep_open "$blk_store/luks1.img" cryptkeep-luks1 "$pass"; dev[cryptkeep-luks1]=$blk_dev
 if ! rep_is_skipped bindfs; then
   if blk_bindfs bindfs $size_mib; then dev[bindfs]=$blk_dev
@@ -106,6 +109,11 @@ if ! rep_is_skipped qsd-luks; then
   if blk_qsd_luks qsd-luks "$blk_store/luks1-qsd.img" "$pass"; then dev[qsd-luks]=$blk_dev
   else rep_skip qsd-luks "qemu-storage-daemon could not export the LUKS1 image over FUSE (see log.txt)" \
     "apt-get install qemu-system-common fuse3"; fi
+fi
+if ! rep_is_skipped nbdkit-luks; then
+  if blk_nbdkit_luks nbdkit-luks "$blk_store/luks1-nbdkit.img" "$pass"; then dev[nbdkit-luks]=$blk_dev
+  else rep_skip nbdkit-luks "nbdkit's luks filter could not be reached through nbdfuse (see log.txt)" \
+    "apt-get install nbdkit libnbd-bin fuse3"; fi
 fi
 active=(); for t in "${targets[@]}"; do rep_is_skipped $t || active+=($t); done
 rep_steps $((1 + reps * ${#active[@]} + quick))
@@ -194,6 +202,7 @@ versions() {
   command -v bindfs >/dev/null && echo "- bindfs: $(bindfs --version 2>&1 | head -1)"
   command -v gocryptfs >/dev/null && echo "- gocryptfs: $(gocryptfs -version 2>&1 | head -1)"
   command -v qemu-storage-daemon >/dev/null && echo "- qemu-storage-daemon: $(qemu-storage-daemon --version | head -1)"
+  command -v nbdkit >/dev/null && echo "- nbdkit: $(nbdkit --version 2>&1 | head -1); nbdfuse: $(nbdfuse --version 2>&1 | head -1)"
   echo "- kernel: $(uname -r)"
 }
 {
@@ -216,11 +225,13 @@ $([ $quick = 1 ] && echo "- --quick: a test of the pipeline, not a measurement: 
   hdparm run on every device at the same time.")
 - cryptkeep and cryptkeep-inline: LUKS2, aes-xts-plain64, 512-bit key, 4096-byte sectors
   (cryptkeep's defaults for an image file), the loop device \`cryptkeep open\` makes.
-- cryptkeep-luks1 and qsd-luks: one LUKS1 image (aes-xts-plain64, 512-bit key, sha256,
-  512-byte sectors) made by \`cryptkeep format --type luks1\`, copied byte for byte so that
-  both can stay open for the whole run; qemu-storage-daemon opens its copy with
-  \`--blockdev driver=file\` and \`--blockdev driver=luks,key-secret=...\` and exports the
-  plaintext with \`--export type=fuse\`; a direct-I/O loop device over that file.
+- cryptkeep-luks1, qsd-luks and nbdkit-luks: one LUKS1 image (aes-xts-plain64, 512-bit
+  key, sha256, 512-byte sectors) made by \`cryptkeep format --type luks1\`, copied byte for
+  byte so that all three can stay open for the whole run; qemu-storage-daemon opens its
+  copy with \`--blockdev driver=file\` and \`--blockdev driver=luks,key-secret=...\` and
+  exports the plaintext with \`--export type=fuse\`; nbdkit serves its copy with
+  \`--filter=luks file IMAGE\` on a unix socket, which nbdfuse (libnbd's FUSE client, in
+  Debian's libnbd-bin) shows as a file; a direct-I/O loop device over each file.
 - bindfs is a baseline, not a peer: it encrypts nothing. It is a FUSE file system passing
   the image file through (multithreaded) under a direct-I/O loop device: the same path
   as cryptkeep's (kernel loop -> FUSE -> user-space daemon -> image file) without the
@@ -234,7 +245,6 @@ $([ $quick = 1 ] && echo "- --quick: a test of the pipeline, not a measurement: 
   its Netlink round trip per block; the keep is reached that way: the I/O daemon and the
   keep share a memory area with rings and a data slot, one request carries a whole FUSE
   request's sectors, and no system call or kernel copy is made per request.
-- nbdkit's luks filter: not measured (skipped.txt).
 
 ## Versions
 
