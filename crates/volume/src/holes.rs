@@ -118,7 +118,18 @@ fn device_extents(
     // Asked of the device in whole sectors; trimmed to [pos, end) after.
     let (want, want_end) = (pos, end);
     let (pos, end) = (pos / ss * ss, end.div_ceil(ss) * ss);
-    let runs = d.allocation(base + pos, end - pos).ok()??;
+    let mut runs = d.allocation(base + pos, end - pos).ok()??;
+    // Neighbouring holes as one, zero only if every part is: a sector that
+    // is a hole throughout counts as one whatever the device's split.
+    runs.dedup_by(|next, prev| {
+        if prev.hole && next.hole {
+            prev.len = prev.len.saturating_add(next.len);
+            prev.zero &= next.zero;
+            true
+        } else {
+            false
+        }
+    });
     let mut out: Vec<Extent> = Vec::new();
     // A hole reads as zeros only if the engine reads all-zero ciphertext
     // so and the device promises zeros there.

@@ -197,10 +197,23 @@ fn set_meta_context<S: Read + Write>(s: &mut S, peer: &Peer<'_>) -> Result<Optio
                 }
                 // A context other than the one asked for is not used.
                 if &r.data[4..] == query {
+                    if id.is_some() {
+                        return Err(Error::protocol(
+                            "two ids for the base:allocation metadata context",
+                        ));
+                    }
                     id = Some(u32::from_be_bytes(r.data[..4].try_into().expect("4 bytes")));
                 }
             }
             rep::ACK => return Ok(id),
+            rep::ERR_SHUTDOWN => {
+                return Err(Error::Refused {
+                    server: peer.server.into(),
+                    what: "the connection (it is shutting down)".into(),
+                    code: rep::ERR_SHUTDOWN,
+                    message: message(&r.data),
+                })
+            }
             k if k & rep::FLAG_ERROR != 0 => return Ok(None),
             k => {
                 return Err(Error::protocol(format!(
@@ -614,6 +627,18 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("metadata contexts"));
+        // Two ids for the one context asked for; a server shutting down.
+        let mut v = greeting(handshake::FIXED_NEWSTYLE);
+        reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        let mut m = 5u32.to_be_bytes().to_vec();
+        m.extend(b"base:allocation");
+        reply(&mut v, opt::SET_META_CONTEXT, rep::META_CONTEXT, &m);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::META_CONTEXT, &m);
+        assert!(run(v).unwrap_err().to_string().contains("two ids"));
+        let mut v = greeting(handshake::FIXED_NEWSTYLE);
+        reply(&mut v, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        reply(&mut v, opt::SET_META_CONTEXT, rep::ERR_SHUTDOWN, b"bye");
+        assert!(matches!(run(v), Err(Error::Refused { .. })));
         // Truncated mid-handshake.
         let v = greeting(handshake::FIXED_NEWSTYLE);
         assert!(matches!(run(v), Err(Error::Connection(_))));

@@ -19,8 +19,26 @@ use crate::Error;
 const MAX_CHUNKS: usize = 1 << 16;
 /// The longest error chunk payload: errno, message length, message, offset.
 const MAX_ERROR_CHUNK: u32 = 6 + proto::MAX_STRING as u32 + 8;
-/// The longest block status chunk: the context id and 2^17 extents (1 MiB).
-const MAX_STATUS_CHUNK: u32 = 4 + 8 * (1 << 17);
+/// The longest block status chunk: the context id and 2^20 extents (8 MiB;
+/// the protocol says a server should not send more, and nbdkit sends up to
+/// that many).
+const MAX_STATUS_CHUNK: u32 = 4 + 8 * (1 << 20);
+/// The most extents of one block status reply kept; the rest are read and
+/// dropped (the caller asks again from where the kept ones end).
+pub(crate) const MAX_STATUS_EXTENTS: usize = 4096;
+/// How the message of a protocol error in a block status reply starts.
+const STATUS_BROKEN: &str = "block status reply: ";
+
+/// A protocol error in a block status reply itself (not in the stream
+/// around it).
+fn status_error(msg: impl std::fmt::Display) -> Error {
+    Error::protocol(format!("{STATUS_BROKEN}{msg}"))
+}
+
+/// Whether `e` is a protocol error of a block status reply itself.
+pub(crate) fn is_status_error(e: &Error) -> bool {
+    matches!(e, Error::Protocol(m) if m.starts_with(STATUS_BROKEN))
+}
 
 /// The request a reply answers.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +116,7 @@ impl<'a> Pending<'a> {
                     return Ok(Some(Err(server_error(ex.what, error, String::new()))));
                 }
                 if let Target::Status { .. } = self.target {
-                    return Err(Error::protocol("simple reply to a block status query"));
+                    return Err(status_error("a simple reply, not a structured one"));
                 }
                 if let Target::Read { buf, .. } = &mut self.target {
                     if ex.structured {
@@ -160,8 +178,8 @@ impl<'a> Pending<'a> {
                 status_chunk(r, *context, out, length)?;
             }
             (Target::Status { .. }, k) => {
-                return Err(Error::protocol(format!(
-                    "reply chunk type {k} ({length} bytes) to a block status query"
+                return Err(status_error(format!(
+                    "a chunk of type {k} ({length} bytes)"
                 )))
             }
             (Target::Read { .. }, k) => {
@@ -193,7 +211,7 @@ impl<'a> Pending<'a> {
                 }
             }
             Target::Status { out, .. } if out.is_empty() => {
-                return Err(Error::protocol("block status reply without extents"));
+                return Err(status_error("no extents"));
             }
             _ => {}
         }
@@ -203,7 +221,8 @@ impl<'a> Pending<'a> {
 
 /// One `NBD_REPLY_TYPE_BLOCK_STATUS` chunk's payload: the context id, then
 /// (length, flags) pairs. Only one chunk, for the context asked for, and
-/// no empty extent; the chunk's size is bounded before anything is read.
+/// no empty extent; the chunk's size is bounded before anything is read,
+/// and only the first [`MAX_STATUS_EXTENTS`] extents are kept.
 fn status_chunk<R: Read>(
     r: &mut R,
     context: u32,
@@ -211,28 +230,28 @@ fn status_chunk<R: Read>(
     length: u32,
 ) -> Result<(), Error> {
     if length < 12 || !(length - 4).is_multiple_of(8) || length > MAX_STATUS_CHUNK {
-        return Err(Error::protocol(format!(
-            "block status chunk of {length} bytes"
-        )));
+        return Err(status_error(format!("a chunk of {length} bytes")));
     }
     let id = u32_of(r)?;
     if id != context {
-        return Err(Error::protocol(format!(
-            "block status for metadata context {id}, asked for {context}"
+        return Err(status_error(format!(
+            "metadata context {id}, asked for {context}"
         )));
     }
     if !out.is_empty() {
-        return Err(Error::protocol("two block status chunks for one context"));
+        return Err(status_error("two chunks for one context"));
     }
     let n = ((length - 4) / 8) as usize;
-    out.reserve_exact(n);
+    out.reserve_exact(n.min(MAX_STATUS_EXTENTS));
     for _ in 0..n {
         let len = u32_of(r)?;
         let flags = u32_of(r)?;
         if len == 0 {
-            return Err(Error::protocol("block status extent of length 0"));
+            return Err(status_error("an extent of length 0"));
         }
-        out.push((len, flags));
+        if out.len() < MAX_STATUS_EXTENTS {
+            out.push((len, flags));
+        }
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ use super::conn::Conn;
 use super::handshake::ExportInfo;
 use super::pipe::Op;
 use super::pool::Pool;
+use super::reply::is_status_error;
 use super::unflushed::{Change, Unflushed};
 use super::uri::Uri;
 use crate::proto::{alloc, err, tflag};
@@ -299,18 +300,21 @@ impl Client {
             return Ok(Some(Vec::new()));
         }
         self.check_range(offset, len, "block status")?;
-        // One request of at most 2^32 - 1 bytes, a whole number of blocks
-        // unless it ends at the end of the export.
-        let b = u64::from(self.info.min_block);
-        let max = u64::from(u32::MAX) / b * b;
-        let n = len.min(max) as u32;
         if self.status_off.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        // One attempt, never a reconnect loop: a map is optional, and a
-        // server whose block status is broken must not stall reads and
-        // writes. A lost connection is dropped (the next read or write
-        // reconnects); a protocol error stops the queries for good.
+        // Offset and length in whole blocks, as the protocol wants (the
+        // length may end at the end of the export), at most 2^32 - 1
+        // bytes; the bytes before `offset` are dropped from the answer.
+        let (start, end) = self.widen(offset, len);
+        let b = u64::from(self.info.min_block);
+        let max = u64::from(u32::MAX) / b * b;
+        let n = (end - start).min(max) as u32;
+        // One attempt, never a reconnect loop: a map is optional. A lost
+        // connection is dropped (the next read or write reconnects); a
+        // block status reply that breaks the protocol stops the queries
+        // for good. (A server that never answers holds this caller as a
+        // never-answered read would, until the connection's timeout.)
         let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let Some(c) = self.pool.pick() else {
             return Ok(None);
@@ -320,17 +324,20 @@ impl Client {
         };
         let mut raw = Vec::new();
         let op = Op::BlockStatus {
-            offset,
+            offset: start,
             len: n,
             context,
             out: &mut raw,
         };
         match c.one(op) {
-            Ok(()) => Ok(Some(runs(&raw, u64::from(n)))),
+            Ok(()) => {
+                let keep = len.min(start + u64::from(n) - offset);
+                let map = runs(&raw, offset - start, keep);
+                Ok((!map.is_empty()).then_some(map))
+            }
             Err(e) if e.is_lost() => {
                 self.pool.lose(&c);
-                if matches!(e, Error::Protocol(_)) && !self.status_off.swap(true, Ordering::Relaxed)
-                {
+                if is_status_error(&e) && !self.status_off.swap(true, Ordering::Relaxed) {
                     eprintln!(
                         "cryptkeep: the NBD server {} broke the protocol answering block status ({e}); its holes are no longer asked for",
                         self.uri.server()
@@ -539,26 +546,34 @@ impl Drop for Client {
     }
 }
 
-/// The server's extents as runs of at most `len` bytes in all (the last
-/// one may reach past what was asked for), adjacent runs alike merged.
-fn runs(raw: &[(u32, u32)], len: u64) -> Vec<Extent> {
+/// The server's extents (from the start of the request) as runs: the
+/// first `skip` bytes dropped, then at most `len` bytes in all (the last
+/// extent may reach past what was asked for), adjacent runs alike merged.
+pub(super) fn runs(raw: &[(u32, u32)], skip: u64, len: u64) -> Vec<Extent> {
     let mut out: Vec<Extent> = Vec::new();
-    let mut at = 0u64;
+    let (mut at, end) = (0u64, skip + len);
     for &(n, flags) in raw {
-        if at >= len {
-            break;
+        let from = at.max(skip);
+        let to = (at + u64::from(n)).min(end);
+        at += u64::from(n);
+        if to <= from {
+            if at >= end {
+                break;
+            }
+            continue;
         }
-        let n = u64::from(n).min(len - at);
         let e = Extent {
-            len: n,
+            len: to - from,
             hole: flags & alloc::STATE_HOLE != 0,
             zero: flags & alloc::STATE_ZERO != 0,
         };
         match out.last_mut() {
-            Some(l) if (l.hole, l.zero) == (e.hole, e.zero) => l.len += n,
+            Some(l) if (l.hole, l.zero) == (e.hole, e.zero) => l.len += e.len,
             _ => out.push(e),
         }
-        at += n;
+        if at >= end {
+            break;
+        }
     }
     out
 }

@@ -13,6 +13,8 @@ use std::time::Duration;
 use super::conn::Conn;
 use super::handshake::ExportInfo;
 use super::pipe::Op;
+use super::reply::{is_status_error, MAX_STATUS_EXTENTS};
+use super::session::runs;
 use super::transport::Split;
 use super::{Client, Options, Uri};
 use crate::proto::{cmd, reply, tflag, SIMPLE_REPLY_MAGIC, STRUCTURED_REPLY_MAGIC};
@@ -350,6 +352,37 @@ fn block_status_replies_are_taken_and_hostile_ones_refused() {
         assert_eq!(q.join().unwrap(), e);
         assert_eq!(r.join().unwrap(), fill(0, 512));
     });
+    // A reply with more extents than are kept: the first ones are taken,
+    // the rest read past, and the connection stays in step.
+    let (c, mut s) = conn(true);
+    std::thread::scope(|sc| {
+        let q = sc.spawn(|| status(&c, 0, 1 << 20).unwrap());
+        let reqs = requests(&mut s, 1);
+        let many: Vec<(u32, u32)> = (0..MAX_STATUS_EXTENTS as u32 + 10)
+            .map(|i| (512, i % 2))
+            .collect();
+        let p = extents(ALLOCATION_ID, &many);
+        chunk(
+            &mut s,
+            reply::FLAG_DONE,
+            reply::BLOCK_STATUS,
+            reqs[0].cookie,
+            &p,
+        );
+        assert_eq!(q.join().unwrap(), many[..MAX_STATUS_EXTENTS]);
+        let r = sc.spawn(|| read(&c, 0, 512).unwrap());
+        let reqs = requests(&mut s, 1);
+        let d = data(0, &fill(0, 512));
+        chunk(
+            &mut s,
+            reply::FLAG_DONE,
+            reply::OFFSET_DATA,
+            reqs[0].cookie,
+            &d,
+        );
+        assert_eq!(r.join().unwrap(), fill(0, 512));
+    });
+    assert!(!c.is_dead());
     // Each of these breaks the protocol: the query fails and the
     // connection is dropped (another one would be used).
     type Reply = fn(&mut UnixStream, u64);
@@ -402,7 +435,7 @@ fn block_status_replies_are_taken_and_hostile_ones_refused() {
             let reqs = requests(&mut s, 1);
             send(&mut s, reqs[0].cookie);
             let e = q.join().unwrap().unwrap_err();
-            assert!(e.is_lost(), "{what}: {e}");
+            assert!(is_status_error(&e), "{what}: {e}");
         });
         assert!(c.is_dead(), "{what}");
     }
@@ -415,6 +448,30 @@ fn block_status_replies_are_taken_and_hostile_ones_refused() {
         assert_eq!(q.join().unwrap().unwrap_err().errno(), libc::EINVAL);
     });
     assert!(!c.is_dead());
+}
+
+#[test]
+fn block_status_extents_become_runs_of_what_was_asked() {
+    let ext = |len, hole, zero| Extent { len, hole, zero };
+    let raw = [(4096, 3), (4096, 3), (8192, 0), (4096, 1), (1 << 20, 3)];
+    // All of it: alike neighbours merged, the last one cut at the length.
+    assert_eq!(
+        runs(&raw, 0, 20_480 + 100),
+        vec![
+            ext(8192, true, true),
+            ext(8192, false, false),
+            ext(4096, true, false),
+            ext(100, true, true)
+        ]
+    );
+    // The first bytes dropped (a request widened to whole blocks).
+    assert_eq!(runs(&raw, 9000, 3000), vec![ext(3000, false, false)]);
+    assert_eq!(
+        runs(&raw, 1000, 8000),
+        vec![ext(7192, true, true), ext(808, false, false)]
+    );
+    // An answer that ends before the bytes asked for: nothing.
+    assert_eq!(runs(&[(512, 0)], 1024, 512), vec![]);
 }
 
 /// A store in memory that loses what was not flushed when it "crashes":

@@ -211,6 +211,29 @@ fn the_device_allocation_map_is_the_volumes_in_whole_sectors() {
         eng.extents(0, G.data_size).unwrap(),
         vec![ext(8192, true, true), ext(4096, false, false)]
     );
+    // A sector that is a hole throughout, told as two runs with different
+    // flags, is one hole (zero only where both parts promise zeros).
+    let split = vec![
+        (0, base, false, false),
+        (base, base + 256, true, true),
+        (base + 256, base + 4096, true, false),
+        (base + 4096, end, false, false),
+    ];
+    let eng = engine_over(Arc::new(MemDevice::new(
+        end,
+        Some(DeviceMap {
+            runs: split,
+            answer: u64::MAX,
+        }),
+    )));
+    eng.set_holes_read_as_zero(true);
+    assert_eq!(
+        eng.extents(0, G.data_size).unwrap(),
+        vec![
+            ext(4096, true, false),
+            ext(G.data_size - 4096, false, false)
+        ]
+    );
     // A device that cannot tell: all data.
     let eng = engine_over(Arc::new(MemDevice::new(end, None)));
     assert_eq!(
