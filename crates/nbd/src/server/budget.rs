@@ -1,6 +1,7 @@
-//! [`Budget`]: bytes of requests in flight on one connection. The reader
-//! takes from it before it reads a payload or queues a read; workers give
-//! back when the reply is sent.
+//! [`Budget`]: a counting semaphore. Bytes of requests in flight on one
+//! connection (the reader takes before it reads a payload or queues a
+//! read; workers give back when the reply is sent), and store calls at
+//! once over all connections (one each).
 
 use std::sync::{Condvar, Mutex};
 
@@ -31,11 +32,16 @@ impl Budget {
         *used += n;
     }
 
-    /// Gives `n` bytes back.
+    /// Gives `n` bytes back and wakes one waiter. One is enough where
+    /// every waiter takes the same amount (the store calls of all
+    /// connections, one each) or only one thread takes (a connection's
+    /// reader); waking them all made every finished store call wake every
+    /// worker waiting for one, to find one slot free.
     pub(crate) fn give(&self, n: usize) {
         let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
         *used = used.saturating_sub(n);
-        self.freed.notify_all();
+        drop(used);
+        self.freed.notify_one();
     }
 }
 
