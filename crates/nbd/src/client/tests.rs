@@ -474,6 +474,24 @@ fn block_status_extents_become_runs_of_what_was_asked() {
     assert_eq!(runs(&[(512, 0)], 1024, 512), vec![]);
 }
 
+/// An empty directory of its own for a test named `tag`.
+fn fresh_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("nbdc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The writable export "vol" the tests serve.
+fn writable_export() -> Export {
+    Export {
+        name: "vol".into(),
+        description: None,
+        read_only: false,
+        allow_trim: false,
+    }
+}
+
 /// A store in memory that loses what was not flushed when it "crashes":
 /// [`Disk::restart`] gives a store holding only the flushed bytes.
 struct Disk {
@@ -545,16 +563,9 @@ impl BlockStore for Disk {
 
 #[test]
 fn the_allocation_map_comes_from_the_servers_block_status() {
-    let dir = std::env::temp_dir().join(format!("nbdc-status-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("status");
     let sock = dir.join("s.sock");
-    let export = Export {
-        name: "vol".into(),
-        description: None,
-        read_only: false,
-        allow_trim: false,
-    };
+    let export = writable_export();
     let disk = Disk::new(vec![0; 1 << 20]);
     let server = serve(
         &Endpoint::Unix(sock.clone()),
@@ -605,16 +616,9 @@ fn block(i: u64, g: u64, len: usize) -> Vec<u8> {
 fn a_server_restarted_mid_write_gets_every_acknowledged_write() {
     const SIZE: usize = 8 << 20;
     const BLOCK: usize = 512 << 10;
-    let dir = std::env::temp_dir().join(format!("nbdc-pipe-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("pipe");
     let sock = dir.join("s.sock");
-    let export = Export {
-        name: "vol".into(),
-        description: None,
-        read_only: false,
-        allow_trim: false,
-    };
+    let export = writable_export();
     let disk = Mutex::new(Disk::new(vec![0; SIZE]));
     let start = |d: Arc<Disk>| {
         serve(
@@ -768,9 +772,7 @@ fn broken_status_server(l: std::os::unix::net::UnixListener, stop: &AtomicBool) 
 
 #[test]
 fn a_broken_block_status_neither_stalls_io_nor_is_asked_again() {
-    let dir = std::env::temp_dir().join(format!("nbdc-badstatus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("badstatus");
     let sock = dir.join("s.sock");
     let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let stop = AtomicBool::new(false);
