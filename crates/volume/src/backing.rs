@@ -9,6 +9,8 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
+use crate::extent::Extent;
+
 /// Positioned byte I/O on a backing store that is not a local file.
 ///
 /// Implementations must be safe to call from many threads at once, and a
@@ -29,7 +31,7 @@ pub trait BackingDevice: Send + Sync + fmt::Debug {
     /// (`hole`: not allocated; `zero`: reads as zeros), covering at least
     /// one byte and at most `len`. `Ok(None)` (the default): the store
     /// cannot tell, so all of it counts as data.
-    fn allocation(&self, pos: u64, len: u64) -> io::Result<Option<Vec<crate::Extent>>> {
+    fn allocation(&self, pos: u64, len: u64) -> io::Result<Option<Vec<Extent>>> {
         let _ = (pos, len);
         Ok(None)
     }

@@ -7,19 +7,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use crate::backing::{Backing, BackingDevice};
+use crate::extent::Extent;
 use crate::{Engine, Error};
-
-/// One run of bytes with the same allocation state, as
-/// [`crate::BlockStore::extents`] answers it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    /// Length in bytes.
-    pub len: u64,
-    /// Not allocated in the backing store (a hole).
-    pub hole: bool,
-    /// Reads as zeros.
-    pub zero: bool,
-}
 
 /// The most extents one answer carries; the caller asks again for the rest.
 const MAX_EXTENTS: usize = 4096;

@@ -6,7 +6,7 @@
 
 use std::io;
 
-use crate::holes::Extent;
+use crate::extent::Extent;
 use crate::{AuthVolume, Engine, Error};
 
 /// A device a transport can serve. Every method may run concurrently from
