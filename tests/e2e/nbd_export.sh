@@ -10,6 +10,7 @@
 #   verify, more files, e2fsck -fn; and all of them through cryptkeep's own loop device;
 # - a read-only export over TCP (--no-loop) refusing writes;
 # - a hostile client (lib/nbd_hostile.py), then a normal client still works;
+# - --nbd-max-connections 2 (lib/nbd_cap.py): two sessions held, a third closed at once;
 # - the daemon's memory holds no byte of the volume key; close removes the socket.
 source "$(dirname "$0")/lib/common.sh"
 LIB=$(dirname "$0")/lib
@@ -193,48 +194,7 @@ rm "$sock"
 
 step "--nbd-max-connections 2: two sessions held, a third client is closed at once, then served"
 "$CK" open "$vol" nv4 --key-file "$W/pass" --nbd "unix:$sock" --no-loop --nbd-max-connections 2 >/dev/null
-python3 - "$sock" nv4 <<'PY' || fail "the connection cap"
-import socket, struct, sys
-path, name = sys.argv[1], sys.argv[2].encode()
-def recvall(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            raise EOFError
-        b += c
-    return b
-def session():
-    """A connection through NBD_OPT_GO (fixed newstyle, no zeroes)."""
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(path)
-    recvall(s, 18)
-    s.sendall(struct.pack(">I", 3))
-    data = struct.pack(">I", len(name)) + name + struct.pack(">H", 0)
-    s.sendall(b"IHAVEOPT" + struct.pack(">II", 7, len(data)) + data)
-    while True:
-        _, _, typ, ln = struct.unpack(">QIII", recvall(s, 20))
-        recvall(s, ln)
-        if typ == 1:
-            return s
-        if typ & 0x80000000:
-            raise RuntimeError(f"error reply {typ:#x}")
-held = [session(), session()]
-try:
-    session()
-    sys.exit("a third session got in past --nbd-max-connections 2")
-except (EOFError, ConnectionError):
-    pass
-held.pop().close()
-for _ in range(100):
-    try:
-        session().close()
-        break
-    except (EOFError, ConnectionError):
-        import time; time.sleep(0.05)
-else:
-    sys.exit("no session after one of the two ended")
-PY
+python3 "$LIB/nbd_cap.py" "$sock" nv4 || fail "the connection cap"
 grep -q "refused a connection from a local client: every connection is in use" "$CRYPTKEEP_RUN_DIR/nv4/daemon.log" \
   || { cat "$CRYPTKEEP_RUN_DIR/nv4/daemon.log"; fail "the daemon's log does not say why the third client was refused"; }
 "$CK" close nv4

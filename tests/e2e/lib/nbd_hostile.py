@@ -9,10 +9,11 @@ import struct
 import sys
 import time
 
+from nbd_wire import (IHAVEOPT, OPT_ABORT, OPT_EXPORT_NAME, OPT_GO, opt_reply, option,
+                      recv, request)
+import nbd_wire
+
 SOCK, EXPORT, SIZE = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
-IHAVEOPT = 0x49484156454F5054
-REQ = 0x25609513
-OPT_GO, OPT_ABORT, OPT_STRUCTURED, OPT_EXPORT_NAME = 7, 2, 8, 1
 
 
 def fail(msg):
@@ -20,37 +21,8 @@ def fail(msg):
     sys.exit(1)
 
 
-def recv(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            return None
-        b += c
-    return b
-
-
 def hello(flags=3):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(20)
-    s.connect(SOCK)
-    g = recv(s, 18)
-    if g is None or g[:16] != b"NBDMAGICIHAVEOPT":
-        fail(f"bad greeting {g!r}")
-    s.sendall(struct.pack(">I", flags))
-    return s
-
-
-def option(s, opt, data):
-    s.sendall(struct.pack(">QII", IHAVEOPT, opt, len(data)) + data)
-
-
-def opt_reply(s):
-    h = recv(s, 20)
-    if h is None:
-        return None
-    _, opt, typ, n = struct.unpack(">QIII", h)
-    return opt, typ, recv(s, n)
+    return nbd_wire.hello(SOCK, flags)
 
 
 def closed(s):
@@ -62,24 +34,7 @@ def closed(s):
 
 def go(structured=False):
     """Negotiates with NBD_OPT_GO; answers the socket in transmission."""
-    s = hello()
-    if structured:
-        option(s, OPT_STRUCTURED, b"")
-        if opt_reply(s)[1] != 1:
-            fail("structured replies refused")
-    option(s, OPT_GO, struct.pack(">I", len(EXPORT)) + EXPORT + struct.pack(">H", 0))
-    while True:
-        r = opt_reply(s)
-        if r is None:
-            fail("GO: connection closed")
-        if r[1] == 1:
-            return s
-        if r[1] & 0x80000000:
-            fail(f"GO refused: {r}")
-
-
-def request(s, typ, offset, length, cookie, payload=b"", flags=0):
-    s.sendall(struct.pack(">IHHQQI", REQ, flags, typ, cookie, offset, length) + payload)
+    return nbd_wire.go(SOCK, EXPORT, structured)
 
 
 def simple_reply(s):
