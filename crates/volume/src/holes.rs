@@ -34,8 +34,9 @@ fn seek(file: &std::fs::File, pos: u64, whence: i32) -> io::Result<Option<u64>> 
 
 /// The allocation map of `[offset, offset + len)` of the data segment. A
 /// backing store that cannot answer (a block device, a file system without
-/// `SEEK_DATA`, a backing device that cannot tell) is all data. Holes read as zeros only when the engine reads
-/// them so ([`Engine::set_holes_read_as_zero`]).
+/// `SEEK_DATA`, a backing device that cannot tell) is all data. Holes read
+/// as zeros only when the engine reads them so
+/// ([`Engine::set_holes_read_as_zero`]).
 pub(crate) fn extents(e: &Engine, offset: u64, len: u64) -> Result<Vec<Extent>, Error> {
     let all_data = vec![Extent {
         len,
