@@ -553,23 +553,18 @@ pub(super) fn runs(raw: &[(u32, u32)], skip: u64, len: u64) -> Vec<Extent> {
     let mut out: Vec<Extent> = Vec::new();
     let (mut at, end) = (0u64, skip + len);
     for &(n, flags) in raw {
-        let from = at.max(skip);
-        let to = (at + u64::from(n)).min(end);
+        let (from, to) = (at.max(skip), (at + u64::from(n)).min(end));
         at += u64::from(n);
-        if to <= from {
-            if at >= end {
-                break;
+        if to > from {
+            let e = Extent {
+                len: to - from,
+                hole: flags & alloc::STATE_HOLE != 0,
+                zero: flags & alloc::STATE_ZERO != 0,
+            };
+            match out.last_mut() {
+                Some(l) if (l.hole, l.zero) == (e.hole, e.zero) => l.len += e.len,
+                _ => out.push(e),
             }
-            continue;
-        }
-        let e = Extent {
-            len: to - from,
-            hole: flags & alloc::STATE_HOLE != 0,
-            zero: flags & alloc::STATE_ZERO != 0,
-        };
-        match out.last_mut() {
-            Some(l) if (l.hole, l.zero) == (e.hole, e.zero) => l.len += e.len,
-            _ => out.push(e),
         }
         if at >= end {
             break;
