@@ -338,36 +338,54 @@ impl KeyHolder for KeepKeyHolder {
     fn eme_many(
         &self,
         encrypt: bool,
-        tweak: &[u8; 16],
-        names: &mut [&mut [u8]],
+        names: &mut [(&[u8; 16], &mut [u8])],
     ) -> Result<(), OverlayError> {
         let op = if encrypt {
             OP_NAMES_ENCRYPT
         } else {
             OP_NAMES_DECRYPT
         };
-        let room = self.keep.slot_len().saturating_sub(tweak.len());
+        let room = self.keep.slot_len().saturating_sub(16);
         let mut rest = names;
         while !rest.is_empty() {
+            let first: [u8; 16] = *rest[0].0;
             // As many names as fit one slot (at least one: a name is at
-            // most 2 KiB, a slot holds a content block).
-            let (mut k, mut used) = (0, 0);
-            while k < rest.len() && (k == 0 || used + 2 + rest[k].len() <= room) {
-                used += 2 + rest[k].len();
+            // most 2 KiB, a slot holds a content block), each preceded by
+            // its length, and by a switch to its tweak where that changes.
+            let (mut k, mut used, mut names_len) = (0, 0, 0);
+            let mut tweak = &first;
+            while k < rest.len() {
+                let (t, n) = (&rest[k].0, &rest[k].1);
+                let switch = if *t != tweak { 2 + 16 } else { 0 };
+                if k > 0 && used + switch + 2 + n.len() > room {
+                    break;
+                }
+                used += switch + 2 + n.len();
+                names_len += n.len();
+                tweak = t;
                 k += 1;
             }
             let (group, tail) = std::mem::take(&mut rest).split_at_mut(k);
             let mut input = Vec::with_capacity(used);
-            for n in group.iter() {
-                let len = u16::try_from(n.len()).map_err(|_| {
-                    OverlayError::InvalidArgument(format!("a {}-byte name", n.len()))
-                })?;
+            let mut tweak = &first;
+            for (t, n) in group.iter() {
+                if *t != tweak {
+                    input.extend_from_slice(&0u16.to_le_bytes());
+                    input.extend_from_slice(&t[..]);
+                    tweak = t;
+                }
+                let len = u16::try_from(n.len())
+                    .ok()
+                    .filter(|&l| l != 0)
+                    .ok_or_else(|| {
+                        OverlayError::InvalidArgument(format!("a {}-byte name", n.len()))
+                    })?;
                 input.extend_from_slice(&len.to_le_bytes());
                 input.extend_from_slice(n);
             }
-            let mut out = vec![0u8; used - 2 * k];
+            let mut out = vec![0u8; names_len];
             let got = self
-                .request(op, 0, tweak, &input, &mut out)
+                .request(op, 0, &first, &input, &mut out)
                 .map_err(holder_err)?;
             if got != out.len() {
                 return Err(OverlayError::KeyHolder(format!(
@@ -376,7 +394,7 @@ impl KeyHolder for KeepKeyHolder {
                 )));
             }
             let mut pos = 0;
-            for n in group.iter_mut() {
+            for (_, n) in group.iter_mut() {
                 let len = n.len();
                 n.copy_from_slice(&out[pos..pos + len]);
                 pos += len;

@@ -62,10 +62,12 @@ pub const OP_OVERLAY_OPEN: u32 = 17;
 pub const OP_NAME_ENCRYPT: u32 = 18;
 /// EME-decrypt a name; input and output as [`OP_NAME_ENCRYPT`].
 pub const OP_NAME_DECRYPT: u32 = 19;
-/// EME-encrypt several names of one directory in one request. Input: the
-/// 16-byte tweak, then for each name its length (`u16` little-endian,
-/// 16..=2048, whole blocks) and its bytes. Output: the encrypted names,
-/// concatenated in order (the caller knows their lengths).
+/// EME-encrypt several names of one directory, or of several, in one
+/// request. Input: the 16-byte tweak, then records: a name (its length,
+/// `u16` little-endian, 16..=2048, whole blocks, then its bytes), or a
+/// tweak switch (length 0, then the 16-byte tweak of the names after it;
+/// a name must follow it). Output: the encrypted names, concatenated in
+/// order (the caller knows their lengths).
 pub const OP_NAMES_ENCRYPT: u32 = 20;
 /// EME-decrypt several names; input and output as [`OP_NAMES_ENCRYPT`].
 pub const OP_NAMES_DECRYPT: u32 = 21;

@@ -30,6 +30,19 @@ pub struct DirEntry {
     pub cipher: OsString,
 }
 
+/// One cipher directory's on-disk names, listed, for
+/// [`CipherDir::decrypt_listings`].
+pub struct Listed<'a> {
+    /// The directory, open (its `.name` files are read through it).
+    pub dir: std::os::fd::BorrowedFd<'a>,
+    /// The directory as errors name it.
+    pub shown: &'a Path,
+    /// The directory's IV.
+    pub iv: &'a DirIv,
+    /// Its entries' names as stored.
+    pub names: &'a [OsString],
+}
+
 /// A gocryptfs cipher directory with its keys loaded.
 pub struct CipherDir {
     root: PathBuf,
@@ -272,24 +285,55 @@ impl CipherDir {
         iv: &DirIv,
         cipher_names: &[OsString],
     ) -> Vec<Result<OsString>> {
-        let fulls: Vec<Result<Option<String>>> = cipher_names
+        let one = [Listed {
+            dir: dir.as_fd(),
+            shown,
+            iv,
+            names: cipher_names,
+        }];
+        self.decrypt_listings(&one).pop().unwrap_or_default()
+    }
+
+    /// [`CipherDir::decrypt_entries_at`] for the listings of several
+    /// directories at once (one key-holder request where they fit): one
+    /// result list per listing, in order.
+    pub fn decrypt_listings(&self, listings: &[Listed<'_>]) -> Vec<Vec<Result<OsString>>> {
+        let fulls: Vec<Vec<Result<Option<String>>>> = listings
             .iter()
-            .map(|c| self.full_cipher_name_at(dir, shown, c))
+            .map(|l| {
+                l.names
+                    .iter()
+                    .map(|c| self.full_cipher_name_at(&l.dir, l.shown, c))
+                    .collect()
+            })
             .collect();
-        let to_decrypt: Vec<&str> = fulls
+        let to_decrypt: Vec<(&str, &DirIv)> = listings
             .iter()
-            .filter_map(|f| f.as_ref().ok().and_then(|f| f.as_deref()))
+            .zip(&fulls)
+            .flat_map(|(l, f)| {
+                f.iter()
+                    .filter_map(|f| f.as_ref().ok().and_then(|f| f.as_deref()))
+                    .map(move |f| (f, l.iv))
+            })
             .collect();
-        let mut plain = self.names.decrypt_names(&to_decrypt, iv).into_iter();
-        cipher_names
+        let mut plain = self.names.decrypt_names_of(&to_decrypt).into_iter();
+        listings
             .iter()
             .zip(fulls)
-            .map(|(c, f)| match f? {
-                None => Ok(c.clone()),
-                Some(_) => plain
-                    .next()
-                    .unwrap_or_else(|| Err(Error::InvalidArgument("name batch cut short".into())))
-                    .map(OsString::from_vec),
+            .map(|(l, fulls)| {
+                l.names
+                    .iter()
+                    .zip(fulls)
+                    .map(|(c, f)| match f? {
+                        None => Ok(c.clone()),
+                        Some(_) => plain
+                            .next()
+                            .unwrap_or_else(|| {
+                                Err(Error::InvalidArgument("name batch cut short".into()))
+                            })
+                            .map(OsString::from_vec),
+                    })
+                    .collect()
             })
             .collect()
     }

@@ -91,12 +91,13 @@ pub trait KeyHolder: Send + Sync {
     /// blocks) in place under `tweak` with the name key.
     fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<()>;
 
-    /// [`KeyHolder::eme`] on several names under one tweak (a directory's
-    /// listing); a holder across a process boundary does it in as few
-    /// requests as fit. Fails as a whole if one name fails.
-    fn eme_many(&self, encrypt: bool, tweak: &[u8; 16], names: &mut [&mut [u8]]) -> Result<()> {
+    /// [`KeyHolder::eme`] on several names, each under its own tweak (one
+    /// or several directories' listings, in order); a holder across a
+    /// process boundary does it in as few requests as fit. Fails as a
+    /// whole if one name fails.
+    fn eme_many(&self, encrypt: bool, names: &mut [(&[u8; 16], &mut [u8])]) -> Result<()> {
         names
             .iter_mut()
-            .try_for_each(|n| self.eme(encrypt, tweak, n))
+            .try_for_each(|(tweak, n)| self.eme(encrypt, tweak, n))
     }
 }

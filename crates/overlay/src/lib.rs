@@ -33,7 +33,7 @@ mod stream;
 pub mod sys;
 pub mod tree;
 
-pub use cipherdir::{CipherDir, DirEntry};
+pub use cipherdir::{CipherDir, DirEntry, Listed};
 pub use config::{Config, ContentAlg, InitOptions, NameMode};
 pub use content::{ContentCipher, PLAIN_BS};
 pub use error::{Error, Result};

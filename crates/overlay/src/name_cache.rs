@@ -11,35 +11,45 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Pairs kept before the cache starts over. Only valid names go in (at
-/// most 255 bytes, their encrypted form at most 344): under 40 MiB at
+/// Pairs kept in each of the two generations. Only valid names go in (at
+/// most 255 bytes, their encrypted form at most 344): under 90 MiB at
 /// worst, a few MiB for a real tree's names.
 const MAX_ENTRIES: usize = 1 << 16;
 
 /// (directory IV, plaintext name): what a pair is found by.
 type Key = ([u8; 16], Box<[u8]>);
 
+type Map = HashMap<Key, Box<str>>;
+
 /// (directory IV, plaintext name) → encrypted name (base64url, not hashed).
 #[derive(Default)]
 pub(crate) struct NameCache {
-    map: Mutex<HashMap<Key, Box<str>>>,
+    /// The newer generation, then the older one.
+    maps: Mutex<(Map, Map)>,
 }
 
 impl NameCache {
     /// The encrypted name of `plain` in the directory with IV `iv`, if known.
     pub(crate) fn get(&self, iv: &[u8; 16], plain: &[u8]) -> Option<String> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&(*iv, Box::from(plain))).map(|s| s.to_string())
+        let maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
+        let k = (*iv, Box::from(plain));
+        maps.0
+            .get(&k)
+            .or_else(|| maps.1.get(&k))
+            .map(|s| s.to_string())
     }
 
-    /// Remembers that `plain` encrypts to `cipher` under `iv`. When full,
-    /// the cache is emptied first: simple, and a tree walk refills it.
+    /// Remembers that `plain` encrypts to `cipher` under `iv`. When the
+    /// newer generation is full it becomes the older one, and the older
+    /// one goes: what was remembered last is kept, so a walk that lists
+    /// ahead of what it removes (`rm -r` of a tree larger than one
+    /// generation) still finds every name it listed.
     pub(crate) fn put(&self, iv: &[u8; 16], plain: &[u8], cipher: &str) {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= MAX_ENTRIES {
-            map.clear();
+        let mut maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
+        if maps.0.len() >= MAX_ENTRIES {
+            maps.1 = std::mem::take(&mut maps.0);
         }
-        map.insert((*iv, Box::from(plain)), Box::from(cipher));
+        maps.0.insert((*iv, Box::from(plain)), Box::from(cipher));
     }
 }
 
@@ -57,12 +67,21 @@ mod tests {
     }
 
     #[test]
-    fn starts_over_when_full() {
+    fn keeps_the_last_generation_when_full() {
         let c = NameCache::default();
-        for i in 0..MAX_ENTRIES as u32 + 1 {
+        let n = MAX_ENTRIES as u32 * 2 + 10;
+        for i in 0..n {
             c.put(&[0; 16], &i.to_le_bytes(), "n");
         }
-        let n = c.map.lock().unwrap().len();
-        assert!((1..=MAX_ENTRIES).contains(&n), "{n} entries");
+        let (new, old) = {
+            let m = c.maps.lock().unwrap();
+            (m.0.len(), m.1.len())
+        };
+        assert_eq!((new, old), (10, MAX_ENTRIES), "bounded");
+        // The last MAX_ENTRIES + 10 pairs are all there, older ones not.
+        let first_kept = n - MAX_ENTRIES as u32 - 10;
+        assert!(c.get(&[0; 16], &first_kept.to_le_bytes()).is_some());
+        assert!(c.get(&[0; 16], &(n - 1).to_le_bytes()).is_some());
+        assert!(c.get(&[0; 16], &(first_kept - 1).to_le_bytes()).is_none());
     }
 }

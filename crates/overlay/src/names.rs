@@ -281,27 +281,41 @@ impl NameCipher {
     /// order; with a key holder, in as few requests as it can. A name that
     /// cannot be decoded fails alone; a holder that fails fails them all.
     pub fn decrypt_names(&self, ciphers: &[&str], iv: &DirIv) -> Vec<Result<Vec<u8>>> {
+        let items: Vec<(&str, &DirIv)> = ciphers.iter().map(|c| (*c, iv)).collect();
+        self.decrypt_names_of(&items)
+    }
+
+    /// [`NameCipher::decrypt_names`] for names of several directories, each
+    /// with its directory's IV: with a key holder, the listings of a tree
+    /// walk's next directories in one request.
+    pub fn decrypt_names_of(&self, items: &[(&str, &DirIv)]) -> Vec<Result<Vec<u8>>> {
         let h = match &self.eme {
             NameEngine::Held(h) if self.mode != NameMode::Plain => h,
-            _ => return ciphers.iter().map(|c| self.decrypt_name(c, iv)).collect(),
+            _ => {
+                return items
+                    .iter()
+                    .map(|(c, iv)| self.decrypt_name(c, iv))
+                    .collect()
+            }
         };
         let mut decoded: Vec<Result<Vec<u8>>> =
-            ciphers.iter().map(|c| self.decode_raw(c)).collect();
-        let mut bins: Vec<&mut [u8]> = decoded
-            .iter_mut()
-            .filter_map(|d| d.as_mut().ok().map(|b| b.as_mut_slice()))
+            items.iter().map(|(c, _)| self.decode_raw(c)).collect();
+        let mut bins: Vec<(&[u8; 16], &mut [u8])> = items
+            .iter()
+            .zip(decoded.iter_mut())
+            .filter_map(|((_, iv), d)| d.as_mut().ok().map(|b| (&iv.0, b.as_mut_slice())))
             .collect();
-        if let Err(e) = h.eme_many(false, &iv.0, &mut bins) {
+        if let Err(e) = h.eme_many(false, &mut bins) {
             let msg = e.to_string();
-            return ciphers
+            return items
                 .iter()
                 .map(|_| Err(Error::KeyHolder(msg.clone())))
                 .collect();
         }
-        ciphers
+        items
             .iter()
             .zip(decoded)
-            .map(|(c, d)| {
+            .map(|((c, iv), d)| {
                 let plain = valid_plain(c, unpad(c, d?)?)?;
                 self.remember(&iv.0, &plain, c);
                 Ok(plain)

@@ -4,7 +4,13 @@
 //! wait in line behind the walker. When a directory is listed, its
 //! subdirectories are queued here, and one worker thread lists them (names
 //! decrypted, entries stat'ed) ahead of the walker, on another CPU: last
-//! queued first, which in a depth-first walk is the one read next.
+//! queued first, which in a depth-first walk is the one read next. The
+//! worker queues the subdirectories of what it lists too, so it runs ahead
+//! of the walk by up to [`READY`] listings, not by one directory; it lists
+//! several queued directories per round ([`Prefetch::next`]'s `max`), their
+//! names decrypted in one key-holder request. A reader that asks for a
+//! directory the worker is listing at that moment waits for it rather
+//! than listing it a second time.
 //!
 //! A prefetched listing is served only while it is as fresh as what the
 //! kernel's own caches promise: younger than the mount's cache time-out
@@ -18,6 +24,7 @@
 
 use cryptkeep_fuse::ops::FileAttr;
 use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -30,8 +37,15 @@ const QUIET: Duration = Duration::from_millis(50);
 /// Directories queued at most (the oldest are dropped first).
 const QUEUED: usize = 1024;
 
-/// Prefetched listings kept at most.
-const READY: usize = 512;
+/// Prefetched listings kept at most: how far the worker runs ahead of
+/// the walk. When this many fresh ones wait, it pauses until one is taken.
+const READY: usize = 256;
+
+/// Directory links remembered at most (past that they start over).
+const LINKS: usize = 4 * QUEUED;
+
+/// The longest a reader waits for a listing the worker is taking.
+const WAIT_INFLIGHT: Duration = Duration::from_millis(100);
 
 /// One directory listed ahead of its reader.
 pub(crate) struct Ready {
@@ -60,7 +74,10 @@ pub(crate) struct Prefetch {
     last_change_ms: AtomicU64,
     epoch: std::sync::OnceLock<Instant>,
     state: Mutex<State>,
+    /// Wakes the worker: something queued, taken, or the end.
     wake: Condvar,
+    /// Wakes readers waiting for a listing the worker is taking.
+    done: Condvar,
     /// The mount's cache time-out: how long a listing stays fresh.
     ttl: Duration,
 }
@@ -82,10 +99,22 @@ impl Drop for Changing<'_> {
     }
 }
 
+type Map<V> = HashMap<u64, V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct State {
-    wanted: VecDeque<u64>,
-    ready: HashMap<u64, Ready, foldhash::fast::RandomState>,
+    /// Queued directories with the number of their latest queueing; an
+    /// entry whose number is not the one in `queued` is a stale duplicate.
+    wanted: VecDeque<(u64, u64)>,
+    queued: Map<u64>,
+    /// How many times a directory was queued so far.
+    pushes: u64,
+    /// Being listed by the worker now.
+    inflight: Map<()>,
+    /// Where each queued directory was listed: its parent and cipher name
+    /// (the kernel may not know it yet, so the inode table cannot say).
+    links: Map<(u64, OsString)>,
+    ready: Map<Ready>,
     started: bool,
     stopped: bool,
 }
@@ -144,16 +173,32 @@ impl Prefetch {
     }
 
     /// The prefetched listing of directory `ino`, if one is ready and
-    /// still fresh.
+    /// still fresh; waits (at most [`WAIT_INFLIGHT`]) while the worker is
+    /// listing it. When there is none, the caller lists it, and the worker
+    /// will not.
     pub(crate) fn take(&self, ino: u64) -> Option<Ready> {
         let mut st = self.state.lock().ok()?;
+        let deadline = Instant::now() + WAIT_INFLIGHT;
+        while st.inflight.contains_key(&ino) {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            st = self.done.wait_timeout(st, left).ok()?.0;
+        }
+        st.queued.remove(&ino);
         let r = st.ready.remove(&ino)?;
+        self.wake.notify_one();
         r.stats.fresh(self).then_some(r)
     }
 
-    /// Queues directories `dirs`, the one to be read first last. Returns
-    /// true when the caller must start the worker (the first time).
-    pub(crate) fn want(&self, dirs: impl DoubleEndedIterator<Item = u64>) -> bool {
+    /// Where directory `ino`, queued here, was listed: its parent and its
+    /// cipher name there.
+    pub(crate) fn link(&self, ino: u64) -> Option<(u64, OsString)> {
+        self.state.lock().ok()?.links.get(&ino).cloned()
+    }
+
+    /// Queues subdirectories `dirs` (inode and cipher name) of directory
+    /// `parent`, the one to be read first first. Returns true when the
+    /// caller must start the worker (the first time).
+    pub(crate) fn want(&self, parent: u64, dirs: Vec<(u64, OsString)>) -> bool {
         let quiet = self
             .now_ms()
             .saturating_sub(self.last_change_ms.load(Ordering::Relaxed));
@@ -166,33 +211,66 @@ impl Prefetch {
         if st.stopped || self.ttl.is_zero() {
             return false;
         }
-        let before = st.wanted.len();
-        for d in dirs.rev() {
-            if !st.ready.contains_key(&d) {
-                st.wanted.push_back(d);
+        let mut added = false;
+        if st.links.len() + dirs.len() > LINKS {
+            st.links.clear();
+        }
+        for (d, name) in dirs.into_iter().rev() {
+            if st.ready.contains_key(&d) || st.inflight.contains_key(&d) {
+                continue;
             }
+            st.links.insert(d, (parent, name));
+            st.pushes += 1;
+            let n = st.pushes;
+            st.queued.insert(d, n);
+            st.wanted.push_back((d, n));
+            added = true;
         }
         while st.wanted.len() > QUEUED {
-            st.wanted.pop_front();
+            if let Some((d, n)) = st.wanted.pop_front() {
+                if st.queued.get(&d) == Some(&n) {
+                    st.queued.remove(&d);
+                }
+            }
         }
-        if st.wanted.len() == before {
+        if !added {
             return false;
         }
         self.wake.notify_one();
         !std::mem::replace(&mut st.started, true)
     }
 
-    /// The next directory to list; `None` once stopped (the worker ends).
-    pub(crate) fn next(&self) -> Option<u64> {
+    /// The next directories to list, at most `max` (1 or more), the one to
+    /// list first first; waits while none is queued or [`READY`] fresh
+    /// listings wait to be taken. They count as being listed until
+    /// [`Self::put`] or [`Self::drop_inflight`]. `None` once stopped (the
+    /// worker ends).
+    pub(crate) fn next(&self, max: usize) -> Option<Vec<u64>> {
         let mut st = self.state.lock().ok()?;
         loop {
             if st.stopped {
                 return None;
             }
-            if let Some(d) = st.wanted.pop_back() {
-                return Some(d);
+            if st.ready.len() >= READY {
+                st.ready.retain(|_, r| r.stats.fresh(self));
             }
-            st = self.wake.wait(st).ok()?;
+            let mut out = Vec::new();
+            while st.ready.len() + out.len() < READY && out.len() < max.max(1) {
+                let Some((d, n)) = st.wanted.pop_back() else {
+                    break;
+                };
+                if st.queued.get(&d) != Some(&n) {
+                    continue;
+                }
+                st.queued.remove(&d);
+                st.inflight.insert(d, ());
+                out.push(d);
+            }
+            if !out.is_empty() {
+                return Some(out);
+            }
+            // Listings go stale: look again after the time-out at most.
+            st = self.wake.wait_timeout(st, self.ttl).ok()?.0;
         }
     }
 
@@ -201,13 +279,20 @@ impl Prefetch {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
-        if st.ready.len() >= READY {
-            st.ready.retain(|_, r| r.stats.fresh(self));
-            if st.ready.len() >= READY {
-                return;
-            }
+        st.inflight.remove(&ino);
+        if !st.stopped {
+            st.ready.insert(ino, r);
         }
-        st.ready.insert(ino, r);
+        self.done.notify_all();
+    }
+
+    /// The worker could not list `ino` (gone, or unreadable): its reader
+    /// lists it.
+    pub(crate) fn drop_inflight(&self, ino: u64) {
+        if let Ok(mut st) = self.state.lock() {
+            st.inflight.remove(&ino);
+        }
+        self.done.notify_all();
     }
 
     /// Whether a listing of `ino` is ready (tests wait for the worker).
@@ -252,21 +337,60 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_waits_for_what_the_worker_is_listing_and_takes_what_it_is_not() {
+        let p = std::sync::Arc::new(Prefetch::new(Duration::from_secs(5)));
+        let dirs = |n: &[u64]| n.iter().map(|&d| (d, OsString::from("x"))).collect();
+        assert!(p.want(7, dirs(&[1])));
+        assert_eq!(p.next(8).unwrap(), [1]);
+        // 1 is being listed: a reader waits for it instead of listing it too.
+        let p2 = p.clone();
+        let reader = std::thread::spawn(move || {
+            let t = Instant::now();
+            (p2.take(1).is_some(), t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        p.put(1, ready(&p));
+        let (got, waited) = reader.join().unwrap();
+        assert!(got, "the listing the worker finished");
+        assert!(waited >= Duration::from_millis(15), "{waited:?}");
+        // One the worker gave up on: the reader lists it, at once.
+        p.want(7, dirs(&[2]));
+        assert_eq!(p.next(8).unwrap(), [2]);
+        p.drop_inflight(2);
+        let t = Instant::now();
+        assert!(p.take(2).is_none());
+        assert!(t.elapsed() < WAIT_INFLIGHT);
+        // One queued but not started, which its reader lists itself: the
+        // worker skips it.
+        p.want(7, dirs(&[3, 4]));
+        assert!(p.take(3).is_none());
+        assert_eq!(p.next(8).unwrap(), [4]);
+        // Queued twice: listed once.
+        p.want(7, dirs(&[5, 6]));
+        p.want(7, dirs(&[5]));
+        assert_eq!(p.next(8).unwrap(), [5, 6]);
+        p.stop();
+    }
+
+    #[test]
     fn the_last_queued_is_listed_first_and_nothing_while_changing() {
         let p = Prefetch::new(Duration::from_secs(1));
-        let dirs = |n: &[u64]| n.to_vec();
-        assert!(
-            p.want(dirs(&[1, 2, 3]).into_iter()),
-            "first want starts the worker"
-        );
-        assert_eq!(p.next().unwrap(), 1);
-        assert!(!p.want(dirs(&[4]).into_iter()));
-        assert_eq!(p.next().unwrap(), 4);
-        assert_eq!(p.next().unwrap(), 2);
+        let dirs = |n: &[u64]| {
+            n.iter()
+                .map(|&d| (d, OsString::from(format!("n{d}"))))
+                .collect()
+        };
+        assert!(p.want(7, dirs(&[1, 2, 3])), "first want starts the worker");
+        assert_eq!(p.link(2), Some((7, "n2".into())));
+        assert_eq!(p.next(1).unwrap(), [1]);
+        assert!(!p.want(1, dirs(&[4, 5])));
+        assert_eq!(p.next(2).unwrap(), [4, 5]);
+        assert_eq!(p.next(8).unwrap(), [2, 3], "what is queued, no more");
+        assert!(!p.want(7, dirs(&[6])));
         p.changed();
-        assert!(!p.want(dirs(&[9]).into_iter()));
-        assert_eq!(p.next().unwrap(), 3);
+        assert!(!p.want(7, dirs(&[9])));
+        assert_eq!(p.next(8).unwrap(), [6]);
         p.stop();
-        assert!(p.next().is_none());
+        assert!(p.next(8).is_none());
     }
 }

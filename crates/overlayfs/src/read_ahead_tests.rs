@@ -95,3 +95,31 @@ fn read_ahead_listings_follow_changes_through_the_mount() {
     assert_eq!(names(&fs, c1), (vec!["x".into()], false));
     fs.prefetch.stop();
 }
+
+#[test]
+fn read_ahead_runs_down_the_tree_ahead_of_the_walk() {
+    let s = Scratch(std::env::temp_dir().join(format!("ck-readahead-deep-{}", std::process::id())));
+    let fs = fs_in(&s);
+    let mut chain = vec![ROOT_INO];
+    for name in ["a", "b", "c", "d"] {
+        let parent = *chain.last().unwrap();
+        let ino = fs
+            .do_mkdir(parent, OsStr::new(name), 0o755, u32::MAX, u32::MAX)
+            .unwrap()
+            .ino
+            .0;
+        chain.push(ino);
+    }
+    fs.prefetch.stop();
+    // A fresh mount of the same directory: the kernel knows none of them.
+    let cd = CipherDir::open(&s.0.join("cipher"), b"pw").unwrap();
+    let fs = OverlayFs::new(Arc::new(cd), false, false, TTL).unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(names(&fs, ROOT_INO), (vec!["a".into()], false));
+    // Listing the root alone reads a, and below it b, c and d, ahead.
+    for &ino in &chain[1..] {
+        wait_ready(&fs, ino);
+    }
+    assert_eq!(names(&fs, chain[3]), (vec!["d".into()], true));
+    fs.prefetch.stop();
+}

@@ -3,11 +3,13 @@
 //! the read-ahead of a listed directory's subdirectories (`prefetch.rs`).
 
 use cryptkeep_fuse::ops::{Errno, FileAttr, FileType};
-use cryptkeep_overlay::at;
+use cryptkeep_overlay::{at, DirIv, Listed};
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
 use super::attr::{dot_attr, ino_of, io_errno, kind_of_dtype, kind_of_mode};
+use super::dirfds::Step;
 use super::fs::OverlayFs;
 use super::items::DirItem;
 use super::listings::Listing;
@@ -15,6 +17,11 @@ use super::nodes::ROOT_INO;
 use super::prefetch::{Prefetch, Ready};
 
 type R<T> = Result<T, Errno>;
+
+/// Directories the read-ahead worker lists per round: their names are
+/// decrypted in one request, so a walk waits for the keep once per this
+/// many directories instead of once per directory.
+const BATCH: usize = 8;
 
 impl OverlayFs {
     /// Fills a READDIRPLUS reply from `listing`, starting at entry `pos`:
@@ -77,47 +84,89 @@ impl OverlayFs {
         Some(self.attr_at(dir, cipher, &st))
     }
 
-    /// Lists directory `ino` ahead of its reader (see `prefetch.rs`).
-    fn read_ahead_one(&self, ino: u64) -> Option<Ready> {
-        let start = self.prefetch.start_stats();
-        let dir = self.dir_fd(ino).ok()?;
-        let items = self.snapshot(ino, &dir).ok()?;
-        let attrs = items
-            .iter()
-            .map(|it| {
-                if it.cipher.is_empty() {
-                    None
-                } else {
-                    self.stat_entry(&dir, &it.cipher)
-                }
+    /// The descriptor of directory `ino`, queued for read-ahead: reached
+    /// through the names the kernel knows, or, for a directory it has not
+    /// been told of yet, through where the read-ahead listed it.
+    fn read_ahead_dir_fd(&self, ino: u64) -> R<Arc<OwnedFd>> {
+        self.dir_fds
+            .get_with(ino, |i| {
+                let known = self
+                    .nodes
+                    .lock()
+                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EIO))?
+                    .link(i)
+                    .map(|l| (l.parent, l.name));
+                let (parent, name) = known
+                    .or_else(|| self.prefetch.link(i))
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))?;
+                Ok(Step {
+                    parent,
+                    name,
+                    st_ino: i,
+                })
             })
-            .collect();
-        Some(Ready {
-            items,
-            stats: Prefetch::stats(attrs, start),
-        })
+            .map_err(|e| io_errno(&e))
+    }
+
+    /// Lists directories `inos` ahead of their reader (see `prefetch.rs`),
+    /// their names decrypted together (one key-holder request with
+    /// `--keep`), keeps each listing as it is stat'ed, the first first,
+    /// and queues their subdirectories, the first's to be read first.
+    fn read_ahead_batch(&self, inos: &[u64]) {
+        let start = self.prefetch.start_stats();
+        let mut dirs = Vec::with_capacity(inos.len());
+        let mut raws = Vec::with_capacity(inos.len());
+        for &ino in inos {
+            match self
+                .read_ahead_dir_fd(ino)
+                .and_then(|dir| Ok((self.list_raw(ino, &dir)?, dir)))
+            {
+                Ok((raw, dir)) => {
+                    dirs.push((ino, dir));
+                    raws.push(raw);
+                }
+                Err(_) => self.prefetch.drop_inflight(ino),
+            }
+        }
+        let fds: Vec<&OwnedFd> = dirs.iter().map(|(_, d)| &**d).collect();
+        let named = self.name_listings(&fds, raws);
+        let mut subdirs = Vec::with_capacity(named.len());
+        for ((ino, dir), items) in dirs.iter().zip(named) {
+            let attrs = items
+                .iter()
+                .map(|it| {
+                    if it.cipher.is_empty() {
+                        None
+                    } else {
+                        self.stat_entry(dir, &it.cipher)
+                    }
+                })
+                .collect();
+            subdirs.push((*ino, subdirs_of(&items)));
+            let r = Ready {
+                items,
+                stats: Prefetch::stats(attrs, start),
+            };
+            self.prefetch.put(*ino, r);
+        }
+        for (ino, s) in subdirs.into_iter().rev() {
+            self.prefetch.want(ino, s);
+        }
     }
 
     /// Queues the subdirectories of the new listing `l` for read-ahead,
     /// starting the worker thread the first time.
     pub(crate) fn read_ahead(&self, l: &Listing) {
-        let subdirs = l
-            .items
-            .iter()
-            .filter(|it| it.kind == FileType::Directory && !it.cipher.is_empty())
-            .map(|it| it.ino)
-            .collect::<Vec<_>>();
-        if subdirs.is_empty() || !self.prefetch.want(subdirs.into_iter()) {
+        let subdirs = subdirs_of(&l.items);
+        if subdirs.is_empty() || !self.prefetch.want(l.ino, subdirs) {
             return;
         }
         let fs = self.clone();
         let spawned = std::thread::Builder::new()
             .name("ck-readahead".into())
             .spawn(move || {
-                while let Some(ino) = fs.prefetch.next() {
-                    if let Some(r) = fs.read_ahead_one(ino) {
-                        fs.prefetch.put(ino, r);
-                    }
+                while let Some(inos) = fs.prefetch.next(BATCH) {
+                    fs.read_ahead_batch(&inos);
                 }
             });
         if spawned.is_err() {
@@ -130,21 +179,17 @@ impl OverlayFs {
     /// and ".." first). Undecryptable names are skipped and logged, as
     /// gocryptfs does.
     pub(crate) fn snapshot(&self, ino: u64, dir: &OwnedFd) -> R<Vec<DirItem>> {
+        let raw = self.list_raw(ino, dir)?;
+        Ok(self
+            .name_listings(&[dir], vec![raw])
+            .pop()
+            .unwrap_or_default())
+    }
+
+    /// Reads the entries of directory `ino`, open as `dir`, with their
+    /// on-disk names.
+    fn list_raw(&self, ino: u64, dir: &OwnedFd) -> R<RawListing> {
         let iv = self.dir_iv(ino, dir)?;
-        let mut items = vec![
-            DirItem {
-                ino,
-                kind: FileType::Directory,
-                name: ".".into(),
-                cipher: OsString::new(),
-            },
-            DirItem {
-                ino: ino.max(1),
-                kind: FileType::Directory,
-                name: "..".into(),
-                cipher: OsString::new(),
-            },
-        ];
         let (mut cnames, mut found) = (Vec::new(), Vec::new());
         for e in at::list_at(dir).map_err(|e| io_errno(&e))? {
             if self.cd.is_internal_name(ino == ROOT_INO, &e.name) {
@@ -157,24 +202,85 @@ impl OverlayFs {
             found.push((ino_of(e.ino, self.root_ino), k));
             cnames.push(e.name);
         }
-        // All names of the listing at once (one key-holder request with --keep).
-        let names = self
-            .cd
-            .decrypt_entries_at(dir, std::path::Path::new(""), &iv, &cnames);
-        for ((cname, name), (ino_found, kind)) in cnames.into_iter().zip(names).zip(found) {
-            match name {
-                Ok(name) => items.push(DirItem {
-                    ino: ino_found,
-                    kind,
-                    name,
-                    cipher: cname,
-                }),
-                Err(err) => eprintln!(
-                    "cryptkeep fs: skipping {} in directory inode {ino}: {err}",
-                    cname.to_string_lossy()
-                ),
-            }
-        }
-        Ok(items)
+        Ok(RawListing {
+            ino,
+            iv,
+            cnames,
+            found,
+        })
     }
+
+    /// Decrypts the names of listings `raws` (of the directories open as
+    /// `dirs`), all in one key-holder request where they fit: the
+    /// snapshots, "." and ".." first. Undecryptable names are skipped and
+    /// logged, as gocryptfs does.
+    fn name_listings(&self, dirs: &[&OwnedFd], raws: Vec<RawListing>) -> Vec<Vec<DirItem>> {
+        let listed: Vec<Listed<'_>> = dirs
+            .iter()
+            .zip(&raws)
+            .map(|(dir, r)| Listed {
+                dir: dir.as_fd(),
+                shown: std::path::Path::new(""),
+                iv: &r.iv,
+                names: &r.cnames,
+            })
+            .collect();
+        let names = self.cd.decrypt_listings(&listed);
+        drop(listed);
+        raws.into_iter()
+            .zip(names)
+            .map(|(r, names)| {
+                let ino = r.ino;
+                let mut items = vec![
+                    DirItem {
+                        ino,
+                        kind: FileType::Directory,
+                        name: ".".into(),
+                        cipher: OsString::new(),
+                    },
+                    DirItem {
+                        ino: ino.max(1),
+                        kind: FileType::Directory,
+                        name: "..".into(),
+                        cipher: OsString::new(),
+                    },
+                ];
+                for ((cname, name), (ino_found, kind)) in
+                    r.cnames.into_iter().zip(names).zip(r.found)
+                {
+                    match name {
+                        Ok(name) => items.push(DirItem {
+                            ino: ino_found,
+                            kind,
+                            name,
+                            cipher: cname,
+                        }),
+                        Err(err) => eprintln!(
+                            "cryptkeep fs: skipping {} in directory inode {ino}: {err}",
+                            cname.to_string_lossy()
+                        ),
+                    }
+                }
+                items
+            })
+            .collect()
+    }
+}
+
+/// The subdirectories among `items` (inode and cipher name), in order.
+fn subdirs_of(items: &[DirItem]) -> Vec<(u64, OsString)> {
+    items
+        .iter()
+        .filter(|it| it.kind == FileType::Directory && !it.cipher.is_empty())
+        .map(|it| (it.ino, it.cipher.clone()))
+        .collect()
+}
+
+/// A directory's entries as stored, before their names are decrypted.
+struct RawListing {
+    ino: u64,
+    iv: DirIv,
+    cnames: Vec<OsString>,
+    /// Each entry's inode number and kind.
+    found: Vec<(u64, FileType)>,
 }

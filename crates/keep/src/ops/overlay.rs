@@ -128,22 +128,32 @@ fn content_op(
 
 /// [`OP_NAMES_ENCRYPT`] / [`OP_NAMES_DECRYPT`] in place: each name is moved
 /// down over the tweak and length fields before it (never over input not
-/// read yet) and transformed there; returns the output length.
+/// read yet) and transformed there; a length of 0 is followed by the tweak
+/// of the names after it (another directory), which must be followed by a
+/// name. Returns the output length.
 fn names(keys: &HeldKeys, encrypt: bool, buf: &mut [u8]) -> Result<usize, u32> {
-    let tweak: [u8; 16] = buf
+    let mut tweak: [u8; 16] = buf
         .get(..16)
         .and_then(|t| t.try_into().ok())
         .ok_or(STATUS_BAD_DESCRIPTOR)?;
     let (mut pos, mut out) = (16, 0);
-    if pos == buf.len() {
-        return Err(STATUS_BAD_DESCRIPTOR);
-    }
+    // A name must follow the first tweak and every switch.
+    let mut want_name = true;
     while pos < buf.len() {
         let len = buf
             .get(pos..pos + 2)
             .map(|l| usize::from(u16::from_le_bytes([l[0], l[1]])))
             .ok_or(STATUS_BAD_DESCRIPTOR)?;
         pos += 2;
+        if len == 0 && !want_name {
+            tweak = buf
+                .get(pos..pos + 16)
+                .and_then(|t| t.try_into().ok())
+                .ok_or(STATUS_BAD_DESCRIPTOR)?;
+            pos += 16;
+            want_name = true;
+            continue;
+        }
         if !(16..=MAX_NAME_BLOCKS * 16).contains(&len)
             || !len.is_multiple_of(16)
             || pos + len > buf.len()
@@ -155,6 +165,10 @@ fn names(keys: &HeldKeys, encrypt: bool, buf: &mut [u8]) -> Result<usize, u32> {
             .map_err(|_| STATUS_FAILED)?;
         pos += len;
         out += len;
+        want_name = false;
+    }
+    if want_name {
+        return Err(STATUS_BAD_DESCRIPTOR);
     }
     Ok(out)
 }

@@ -342,6 +342,120 @@ fn a_listings_names_go_to_the_keep_together() {
 }
 
 #[test]
+fn several_directories_names_go_to_the_keep_together() {
+    let (local, held, keep) = setup(InitOptions::default(), 8 << 10);
+    // 40 directories of 1 to 12 names each, a few of them long.
+    let dirs: Vec<(DirIv, Vec<Vec<u8>>)> = (0..40u8)
+        .map(|d| {
+            let names = (0..1 + usize::from(d) % 12)
+                .map(|i| format!("d{d}-{i}-{}", "y".repeat((i * 37 + usize::from(d)) % 200)))
+                .map(String::into_bytes)
+                .collect();
+            (DirIv([d; 16]), names)
+        })
+        .collect();
+    let ciphers: Vec<Vec<String>> = dirs
+        .iter()
+        .map(|(iv, names)| {
+            names
+                .iter()
+                .map(|p| local.names().encrypt_name(p, iv).unwrap())
+                .collect()
+        })
+        .collect();
+    let mut items: Vec<(&str, &DirIv)> = Vec::new();
+    for ((iv, _), cs) in dirs.iter().zip(&ciphers) {
+        items.extend(cs.iter().map(|c| (c.as_str(), iv)));
+    }
+    // One name under the wrong directory's IV fails alone.
+    let wrong = local
+        .names()
+        .encrypt_name(b"moved", &DirIv([99; 16]))
+        .unwrap();
+    items.insert(5, (&wrong, &dirs[0].0));
+    let before = keep.requests.load(std::sync::atomic::Ordering::Relaxed);
+    let got = held.names().decrypt_names_of(&items);
+    let requests = keep.requests.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let bytes: usize = items.iter().map(|(c, _)| c.len() * 3 / 4 + 20).sum();
+    assert!(
+        (2..=bytes / (8 << 10) + 2).contains(&requests),
+        "{requests} requests for about {bytes} bytes of names (several slots, each packed)"
+    );
+    let mut want: Vec<Option<&Vec<u8>>> =
+        dirs.iter().flat_map(|(_, n)| n.iter().map(Some)).collect();
+    want.insert(5, None);
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        match w {
+            Some(w) => assert_eq!(g.as_ref().unwrap(), w, "name {i}"),
+            None => assert!(g.is_err(), "name {i} under another IV: {g:?}"),
+        }
+    }
+    // What the in-process keys say, name by name.
+    let inline = local.names().decrypt_names_of(&items);
+    for (i, (a, b)) in inline.iter().zip(&got).enumerate() {
+        assert_eq!(a.as_ref().ok(), b.as_ref().ok(), "name {i}");
+    }
+}
+
+#[test]
+fn tweak_switches_in_a_name_batch_are_checked() {
+    let (_, _, keep) = setup(InitOptions::default(), 16 << 10);
+    let h = &keep.handler;
+    let (a, b) = (DirIv([1; 16]), DirIv([2; 16]));
+    // Raw EME blocks, encrypted by the single-name operation.
+    let raw = |plain: &[u8], iv: &DirIv| {
+        let mut b1 = [&iv.0[..], plain].concat();
+        let l = b1.len();
+        assert_eq!(h.handle(OP_NAME_ENCRYPT, 0, &mut b1, l), Ok(plain.len()));
+        b1.truncate(plain.len());
+        b1
+    };
+    let (pa, pb) = ([7u8; 16], [8u8; 32]);
+    let (na, nb) = (raw(&pa, &a), raw(&pb, &b));
+    let rec = |n: &[u8]| [&(n.len() as u16).to_le_bytes()[..], n].concat();
+    let switch = |iv: &DirIv| [&[0u8, 0][..], &iv.0[..]].concat();
+    // a's name, a switch to b, b's name: both come out as their plaintext.
+    let good = [&a.0[..], &rec(&na), &switch(&b), &rec(&nb)].concat();
+    let mut buf = vec![0u8; 4096];
+    buf[..good.len()].copy_from_slice(&good);
+    assert_eq!(
+        h.handle(OP_NAMES_DECRYPT, 0, &mut buf, good.len()),
+        Ok(na.len() + nb.len())
+    );
+    assert_eq!(buf[..na.len()], pa);
+    assert_eq!(buf[na.len()..na.len() + nb.len()], pb);
+    for (bad, why) in [
+        (
+            [&a.0[..], &switch(&b), &rec(&nb)].concat(),
+            "a switch before any name",
+        ),
+        (
+            [&a.0[..], &rec(&na), &switch(&b)].concat(),
+            "a switch at the end",
+        ),
+        (
+            [&a.0[..], &rec(&na), &switch(&b), &switch(&a), &rec(&na)].concat(),
+            "two switches in a row",
+        ),
+        (
+            [&a.0[..], &rec(&na), &[0, 0, 7, 7, 7][..]].concat(),
+            "a tweak cut short",
+        ),
+        ([&a.0[..], &rec(&na), &[0][..]].concat(), "half a length"),
+    ] {
+        buf[..bad.len()].copy_from_slice(&bad);
+        for op in [OP_NAMES_ENCRYPT, OP_NAMES_DECRYPT] {
+            assert_eq!(
+                h.handle(op, 0, &mut buf, bad.len()),
+                Err(STATUS_BAD_DESCRIPTOR),
+                "{why}"
+            );
+        }
+    }
+}
+
+#[test]
 fn malformed_overlay_requests_are_refused() {
     let (_, _, keep) = setup(InitOptions::default(), 64 << 10);
     let h = &keep.handler;
