@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Pairs kept in each of the two generations. Only valid names go in (at
-/// most 255 bytes, their encrypted form at most 344): under 90 MiB at
-/// worst, a few MiB for a real tree's names.
+/// most 255 bytes, their encrypted form at most 344): about 100 MiB at
+/// worst with the tables' own overhead, a few MiB for a real tree's names.
 const MAX_ENTRIES: usize = 1 << 16;
 
 /// (directory IV, plaintext name): what a pair is found by.
@@ -30,13 +30,21 @@ pub(crate) struct NameCache {
 
 impl NameCache {
     /// The encrypted name of `plain` in the directory with IV `iv`, if known.
+    /// A pair found in the older generation moves to the newer one, so a
+    /// name in constant use stays.
     pub(crate) fn get(&self, iv: &[u8; 16], plain: &[u8]) -> Option<String> {
-        let maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
+        let mut maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
         let k = (*iv, Box::from(plain));
-        maps.0
-            .get(&k)
-            .or_else(|| maps.1.get(&k))
-            .map(|s| s.to_string())
+        if let Some(c) = maps.0.get(&k) {
+            return Some(c.to_string());
+        }
+        let c = maps.1.remove(&k)?;
+        let found = c.to_string();
+        if maps.0.len() >= MAX_ENTRIES {
+            maps.1 = std::mem::take(&mut maps.0);
+        }
+        maps.0.insert(k, c);
+        Some(found)
     }
 
     /// Remembers that `plain` encrypts to `cipher` under `iv`. When the
@@ -83,5 +91,13 @@ mod tests {
         assert!(c.get(&[0; 16], &first_kept.to_le_bytes()).is_some());
         assert!(c.get(&[0; 16], &(n - 1).to_le_bytes()).is_some());
         assert!(c.get(&[0; 16], &(first_kept - 1).to_le_bytes()).is_none());
+        // One found in the older generation moves up and outlives it.
+        c.put(&[0; 16], b"in use", "u");
+        for i in 0..2 * MAX_ENTRIES as u32 {
+            c.put(&[1; 16], &i.to_le_bytes(), "n");
+            if i % 1000 == 0 {
+                assert_eq!(c.get(&[0; 16], b"in use").as_deref(), Some("u"), "{i}");
+            }
+        }
     }
 }

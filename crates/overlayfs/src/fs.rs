@@ -51,6 +51,8 @@ pub(crate) struct OverlayFs {
     pub(crate) space: Arc<super::space::Space>,
     pub(crate) read_only: bool,
     pub(crate) root_ino: u64,
+    /// The device the cipher directory is on: the read-ahead stays on it.
+    pub(crate) root_dev: u64,
     pub(crate) is_root: bool,
     pub(crate) writeback_cache: bool,
     /// How long the kernel may cache entries and attributes.
@@ -70,6 +72,7 @@ impl OverlayFs {
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
             .open(cd.root())?;
         let root_ino = root.metadata()?.ino();
+        let root_dev = root.metadata()?.dev();
         Ok(OverlayFs {
             nodes: Arc::new(Mutex::new(Nodes::new())),
             dir_ivs: Arc::default(),
@@ -87,6 +90,7 @@ impl OverlayFs {
             read_only,
             writeback_cache: writeback_cache && !read_only,
             root_ino,
+            root_dev,
             // SAFETY: geteuid has no preconditions and cannot fail.
             is_root: unsafe { libc::geteuid() } == 0,
             cd,

@@ -37,9 +37,14 @@ const QUIET: Duration = Duration::from_millis(50);
 /// Directories queued at most (the oldest are dropped first).
 const QUEUED: usize = 1024;
 
-/// Prefetched listings kept at most: how far the worker runs ahead of
-/// the walk. When this many fresh ones wait, it pauses until one is taken.
+/// Prefetched listings kept at most. When this many fresh ones wait, the
+/// worker pauses until one is taken.
 const READY: usize = 256;
+
+/// How many more directories the worker lists than readers have asked
+/// for: it runs this far ahead of a walk, and a single listing that
+/// nobody follows up (an `ls`) costs at most this many in the background.
+const AHEAD: usize = 64;
 
 /// Directory links remembered at most (past that they start over).
 const LINKS: usize = 4 * QUEUED;
@@ -54,6 +59,9 @@ pub(crate) struct Ready {
     /// Each entry's attributes (`None` for "." and "..", and for entries
     /// gone before they were stat'ed).
     pub(crate) stats: Prestat,
+    /// The directory listed, held open while the listing waits: its inode
+    /// number cannot go to another directory meanwhile.
+    pub(crate) _pin: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// Attributes taken with a listing, and when.
@@ -115,6 +123,9 @@ struct State {
     /// (the kernel may not know it yet, so the inode table cannot say).
     links: Map<(u64, OsString)>,
     ready: Map<Ready>,
+    /// Listings made by the worker less directories asked for by readers
+    /// (never below 0): the worker stops at [`AHEAD`].
+    ahead: usize,
     started: bool,
     stopped: bool,
 }
@@ -184,8 +195,9 @@ impl Prefetch {
             st = self.done.wait_timeout(st, left).ok()?.0;
         }
         st.queued.remove(&ino);
-        let r = st.ready.remove(&ino)?;
+        st.ahead = st.ahead.saturating_sub(1);
         self.wake.notify_one();
+        let r = st.ready.remove(&ino)?;
         r.stats.fresh(self).then_some(r)
     }
 
@@ -215,7 +227,9 @@ impl Prefetch {
         if st.links.len() + dirs.len() > LINKS {
             st.links.clear();
         }
-        for (d, name) in dirs.into_iter().rev() {
+        // Only the first QUEUED can stay queued (the rest would be dropped
+        // at once): no link is kept for the others.
+        for (d, name) in dirs.into_iter().take(QUEUED).rev() {
             if st.ready.contains_key(&d) || st.inflight.contains_key(&d) {
                 continue;
             }
@@ -255,7 +269,8 @@ impl Prefetch {
                 st.ready.retain(|_, r| r.stats.fresh(self));
             }
             let mut out = Vec::new();
-            while st.ready.len() + out.len() < READY && out.len() < max.max(1) {
+            let room = AHEAD.saturating_sub(st.ahead).min(max.max(1));
+            while st.ready.len() + out.len() < READY && out.len() < room {
                 let Some((d, n)) = st.wanted.pop_back() else {
                     break;
                 };
@@ -269,7 +284,8 @@ impl Prefetch {
             if !out.is_empty() {
                 return Some(out);
             }
-            // Listings go stale: look again after the time-out at most.
+            // Woken by a reader's request or something queued; listings go
+            // stale, so look again after the time-out at most.
             st = self.wake.wait_timeout(st, self.ttl).ok()?.0;
         }
     }
@@ -282,6 +298,23 @@ impl Prefetch {
         st.inflight.remove(&ino);
         if !st.stopped {
             st.ready.insert(ino, r);
+            st.ahead += 1;
+        }
+        self.done.notify_all();
+    }
+
+    /// Hands directories `inos`, taken by [`Self::next`] but not listed,
+    /// back to the front of the queue, in the same order.
+    pub(crate) fn give_back(&self, inos: &[u64]) {
+        if let Ok(mut st) = self.state.lock() {
+            for &d in inos.iter().rev() {
+                if st.inflight.remove(&d).is_some() && !st.stopped {
+                    st.pushes += 1;
+                    let n = st.pushes;
+                    st.queued.insert(d, n);
+                    st.wanted.push_back((d, n));
+                }
+            }
         }
         self.done.notify_all();
     }
@@ -311,6 +344,7 @@ impl Prefetch {
             st.ready.clear();
         }
         self.wake.notify_all();
+        self.done.notify_all();
     }
 }
 
@@ -322,6 +356,7 @@ mod tests {
         Ready {
             items: Vec::new(),
             stats: Prefetch::stats(Vec::new(), p.start_stats()),
+            _pin: None,
         }
     }
 
@@ -369,6 +404,39 @@ mod tests {
         p.want(7, dirs(&[5, 6]));
         p.want(7, dirs(&[5]));
         assert_eq!(p.next(8).unwrap(), [5, 6]);
+        // Taken but not listed: back at the front, in order.
+        p.want(7, dirs(&[8]));
+        p.give_back(&[5, 6]);
+        assert_eq!(p.next(8).unwrap(), [5, 6, 8]);
+        p.stop();
+    }
+
+    #[test]
+    fn the_worker_stays_within_reach_of_its_readers() {
+        let p = Prefetch::new(Duration::from_secs(5));
+        let many: Vec<(u64, OsString)> = (1..=500).map(|d| (d, OsString::from("x"))).collect();
+        p.want(0, many);
+        let mut listed = 0;
+        while listed < AHEAD {
+            for d in p.next(8).unwrap() {
+                p.put(d, ready(&p));
+                listed += 1;
+            }
+        }
+        assert_eq!(listed, AHEAD);
+        // Nobody asked: the worker may list no more (next() would wait),
+        // however long those listings wait or go stale.
+        assert_eq!(p.state.lock().unwrap().ahead, AHEAD);
+        // Each directory a reader asks for lets the worker list one more.
+        assert!(p.take(1).is_some());
+        assert!(p.take(9999).is_none());
+        assert_eq!(p.next(8).unwrap().len(), 2);
+        // Links are kept only for what can stay queued.
+        let wide: Vec<(u64, OsString)> = (10_000..10_000 + 5 * QUEUED as u64)
+            .map(|d| (d, OsString::from("y")))
+            .collect();
+        p.want(0, wide);
+        assert!(p.state.lock().unwrap().links.len() <= LINKS + QUEUED);
         p.stop();
     }
 

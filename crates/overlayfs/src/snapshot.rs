@@ -23,6 +23,11 @@ type R<T> = Result<T, Errno>;
 /// many directories instead of once per directory.
 const BATCH: usize = 8;
 
+/// Entries after which a round lists no further directory (the rest go
+/// back to the queue): a huge directory does not hold up the readers of
+/// the others in its round for long.
+const BATCH_ENTRIES: usize = 2048;
+
 impl OverlayFs {
     /// Fills a READDIRPLUS reply from `listing`, starting at entry `pos`:
     /// each entry with its attributes, so `ls -l`, `du`, `rsync` and
@@ -106,6 +111,15 @@ impl OverlayFs {
                 })
             })
             .map_err(|e| io_errno(&e))
+            .and_then(|fd| {
+                // Not across a mount planted in the cipher directory: the
+                // walker's own lookups decide there.
+                let st = at::fstat(&fd).map_err(|e| io_errno(&e))?;
+                if st.st_dev != self.root_dev {
+                    return Err(Errno::EXDEV);
+                }
+                Ok(fd)
+            })
     }
 
     /// Lists directories `inos` ahead of their reader (see `prefetch.rs`),
@@ -116,12 +130,18 @@ impl OverlayFs {
         let start = self.prefetch.start_stats();
         let mut dirs = Vec::with_capacity(inos.len());
         let mut raws = Vec::with_capacity(inos.len());
-        for &ino in inos {
+        let mut entries = 0;
+        for (k, &ino) in inos.iter().enumerate() {
+            if entries >= BATCH_ENTRIES {
+                self.prefetch.give_back(&inos[k..]);
+                break;
+            }
             match self
                 .read_ahead_dir_fd(ino)
                 .and_then(|dir| Ok((self.list_raw(ino, &dir)?, dir)))
             {
                 Ok((raw, dir)) => {
+                    entries += raw.cnames.len();
                     dirs.push((ino, dir));
                     raws.push(raw);
                 }
@@ -132,6 +152,12 @@ impl OverlayFs {
         let named = self.name_listings(&fds, raws);
         let mut subdirs = Vec::with_capacity(named.len());
         for ((ino, dir), items) in dirs.iter().zip(named) {
+            // The names could not be decrypted (the keep failed): the
+            // reader tries again and reports it.
+            let Ok(items) = items else {
+                self.prefetch.drop_inflight(*ino);
+                continue;
+            };
             let attrs = items
                 .iter()
                 .map(|it| {
@@ -146,6 +172,7 @@ impl OverlayFs {
             let r = Ready {
                 items,
                 stats: Prefetch::stats(attrs, start),
+                _pin: Some(dir.clone()),
             };
             self.prefetch.put(*ino, r);
         }
@@ -180,10 +207,9 @@ impl OverlayFs {
     /// gocryptfs does.
     pub(crate) fn snapshot(&self, ino: u64, dir: &OwnedFd) -> R<Vec<DirItem>> {
         let raw = self.list_raw(ino, dir)?;
-        Ok(self
-            .name_listings(&[dir], vec![raw])
+        self.name_listings(&[dir], vec![raw])
             .pop()
-            .unwrap_or_default())
+            .unwrap_or(Err(Errno::EIO))
     }
 
     /// Reads the entries of directory `ino`, open as `dir`, with their
@@ -213,8 +239,9 @@ impl OverlayFs {
     /// Decrypts the names of listings `raws` (of the directories open as
     /// `dirs`), all in one key-holder request where they fit: the
     /// snapshots, "." and ".." first. Undecryptable names are skipped and
-    /// logged, as gocryptfs does.
-    fn name_listings(&self, dirs: &[&OwnedFd], raws: Vec<RawListing>) -> Vec<Vec<DirItem>> {
+    /// logged, as gocryptfs does; a listing whose names the key holder
+    /// failed to answer for is EIO, never shown empty.
+    fn name_listings(&self, dirs: &[&OwnedFd], raws: Vec<RawListing>) -> Vec<R<Vec<DirItem>>> {
         let listed: Vec<Listed<'_>> = dirs
             .iter()
             .zip(&raws)
@@ -231,6 +258,13 @@ impl OverlayFs {
             .zip(names)
             .map(|(r, names)| {
                 let ino = r.ino;
+                if let Some(Err(e)) = names
+                    .iter()
+                    .find(|n| matches!(n, Err(cryptkeep_overlay::Error::KeyHolder(_))))
+                {
+                    eprintln!("cryptkeep fs: cannot list directory inode {ino}: {e}");
+                    return Err(Errno::EIO);
+                }
                 let mut items = vec![
                     DirItem {
                         ino,
@@ -261,7 +295,7 @@ impl OverlayFs {
                         ),
                     }
                 }
-                items
+                Ok(items)
             })
             .collect()
     }

@@ -60,6 +60,9 @@ fn handle_op(
             if in_len == OVERLAY_HEADER_LEN {
                 return Err(STATUS_BAD_DESCRIPTOR);
             }
+            if op == OP_OVERLAY_OPEN {
+                return open_in_place(keys, arg, id.as_ref(), buf, in_len);
+            }
             INPUT.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
                 let input = &buf[OVERLAY_HEADER_LEN..in_len];
@@ -67,7 +70,7 @@ fn handle_op(
                 // Exact: the buffer never grows past the largest request.
                 scratch.reserve_exact(input.len());
                 scratch.extend_from_slice(input);
-                content_op(keys, op, arg, id.as_ref(), &scratch, buf)
+                seal(keys, arg, id.as_ref(), &scratch, buf)
             })
         }
         OP_NAME_ENCRYPT | OP_NAME_DECRYPT => {
@@ -98,32 +101,64 @@ thread_local! {
     static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// [`OP_OVERLAY_SEAL`] / [`OP_OVERLAY_OPEN`] of `input` (a private copy of
-/// the request's blocks) into `buf`, the request's slot range.
-fn content_op(
+/// [`OP_OVERLAY_SEAL`] of `input` (a private copy of the request's
+/// plaintext) into `buf`, the request's slot range.
+fn seal(
     keys: &HeldKeys,
-    op: u32,
-    arg: u64,
+    first_block: u64,
     id: Option<&FileId>,
     input: &[u8],
     buf: &mut [u8],
 ) -> Result<usize, u32> {
     let c = keys.content();
-    if op == OP_OVERLAY_SEAL {
-        let blocks = input.len().div_ceil(cryptkeep_overlay::PLAIN_BS);
-        let n = input.len() + blocks * c.block_overhead();
-        let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
-        keys.seal_blocks(arg, id, input, out)
-            .map(|_| n)
-            .map_err(|_| STATUS_FAILED)
-    } else {
-        let n = c.open_room(input.len());
-        let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
-        keys.open_blocks(arg, id, input, out).map_err(|_| {
-            out.fill(0);
-            STATUS_FAILED
-        })
-    }
+    let blocks = input.len().div_ceil(cryptkeep_overlay::PLAIN_BS);
+    let n = input.len() + blocks * c.block_overhead();
+    let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
+    keys.seal_blocks(first_block, id, input, out)
+        .map(|_| n)
+        .map_err(|_| STATUS_FAILED)
+}
+
+/// [`OP_OVERLAY_OPEN`] of the cipher blocks in `buf[header..in_len]`, in
+/// place, one block at a time: each is copied into the worker's own buffer
+/// (so what is authenticated is what is decrypted, whatever the I/O side
+/// writes into the slot meanwhile) and opened from there to its place in
+/// the output. Block `i`'s plaintext ends at `(i + 1) · 4096`, before
+/// block `i + 1`'s ciphertext starts, so no input is overwritten before it
+/// is copied; and a block copied from the slot is still in the cache when
+/// it is decrypted, where a copy of the whole request was not.
+fn open_in_place(
+    keys: &HeldKeys,
+    first_block: u64,
+    id: Option<&FileId>,
+    buf: &mut [u8],
+    in_len: usize,
+) -> Result<usize, u32> {
+    let c = keys.content();
+    let cbs = c.cipher_bs();
+    let room = c.open_room(in_len - OVERLAY_HEADER_LEN);
+    INPUT.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        scratch.clear();
+        scratch.reserve_exact(cbs);
+        let (mut from, mut out, mut block) = (OVERLAY_HEADER_LEN, 0, first_block);
+        while from < in_len {
+            let to = (from + cbs).min(in_len);
+            scratch.clear();
+            scratch.extend_from_slice(&buf[from..to]);
+            let end = (out + cryptkeep_overlay::PLAIN_BS).min(room);
+            match keys.open_blocks(block, id, &scratch, &mut buf[out..end]) {
+                Ok(n) => out += n,
+                Err(_) => {
+                    buf[..room].fill(0);
+                    return Err(STATUS_FAILED);
+                }
+            }
+            from = to;
+            block += 1;
+        }
+        Ok(out)
+    })
 }
 
 /// [`OP_NAMES_ENCRYPT`] / [`OP_NAMES_DECRYPT`] in place: each name is moved

@@ -398,6 +398,50 @@ fn several_directories_names_go_to_the_keep_together() {
     }
 }
 
+/// An open request is answered in place, block by block: a hole in the
+/// middle opens to zeros, the short last block to its length, and one
+/// tampered block fails the request with nothing of the others left.
+#[test]
+fn an_open_request_is_answered_in_place_block_by_block() {
+    let (local, _, keep) = setup(InitOptions::default(), 64 << 10);
+    let h = &keep.handler;
+    let id = FileHeader::random().unwrap().id;
+    let cbs = local.content().cipher_bs();
+    let plain: Vec<u8> = (0..5 * 4096 - 100).map(|i| (i % 199 + 1) as u8).collect();
+    let mut ct = local.content().encrypt_blocks(9, &id, &plain).unwrap();
+    ct[2 * cbs..3 * cbs].fill(0);
+    let mut want = plain.clone();
+    want[2 * 4096..3 * 4096].fill(0);
+    let mut req = id.to_vec();
+    req.push(1);
+    req.resize(OVERLAY_HEADER_LEN, 0);
+    req.extend_from_slice(&ct);
+    let mut buf = vec![0u8; 64 << 10];
+    buf[..req.len()].copy_from_slice(&req);
+    assert_eq!(
+        h.handle(OP_OVERLAY_OPEN, 9, &mut buf, req.len()),
+        Ok(want.len())
+    );
+    assert_eq!(buf[..want.len()], want[..]);
+    // Block 12 (the fourth) tampered: refused, and no plaintext stays.
+    req[OVERLAY_HEADER_LEN + 3 * cbs + 40] ^= 4;
+    buf[..req.len()].copy_from_slice(&req);
+    assert_eq!(
+        h.handle(OP_OVERLAY_OPEN, 9, &mut buf, req.len()),
+        Err(STATUS_FAILED)
+    );
+    let room = local.content().open_room(ct.len());
+    assert!(buf[..room].iter().all(|&b| b == 0), "plaintext left behind");
+    // A last block shorter than its nonce and tag does not open.
+    let cut = OVERLAY_HEADER_LEN + 4 * cbs + 10;
+    req[OVERLAY_HEADER_LEN + 3 * cbs + 40] ^= 4;
+    buf[..cut].copy_from_slice(&req[..cut]);
+    assert_eq!(
+        h.handle(OP_OVERLAY_OPEN, 9, &mut buf, cut),
+        Err(STATUS_FAILED)
+    );
+}
+
 #[test]
 fn tweak_switches_in_a_name_batch_are_checked() {
     let (_, _, keep) = setup(InitOptions::default(), 16 << 10);
