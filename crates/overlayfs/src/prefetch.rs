@@ -126,6 +126,9 @@ struct State {
     /// Listings made by the worker less directories asked for by readers
     /// (never below 0): the worker stops at [`AHEAD`].
     ahead: usize,
+    /// When a reader last asked for a listing: a cache time-out after
+    /// that, the walk is over, and what it left queued is dropped.
+    last_ask: Option<Instant>,
     started: bool,
     stopped: bool,
 }
@@ -189,14 +192,16 @@ impl Prefetch {
     /// will not.
     pub(crate) fn take(&self, ino: u64) -> Option<Ready> {
         let mut st = self.state.lock().ok()?;
+        // A reader's request lets the worker list one more.
+        st.ahead = st.ahead.saturating_sub(1);
+        st.last_ask = Some(Instant::now());
+        self.wake.notify_one();
         let deadline = Instant::now() + WAIT_INFLIGHT;
         while st.inflight.contains_key(&ino) {
             let left = deadline.checked_duration_since(Instant::now())?;
             st = self.done.wait_timeout(st, left).ok()?.0;
         }
         st.queued.remove(&ino);
-        st.ahead = st.ahead.saturating_sub(1);
-        self.wake.notify_one();
         let r = st.ready.remove(&ino)?;
         r.stats.fresh(self).then_some(r)
     }
@@ -223,6 +228,7 @@ impl Prefetch {
         if st.stopped || self.ttl.is_zero() {
             return false;
         }
+        self.end_idle_walk(&mut st);
         let mut added = false;
         if st.links.len() + dirs.len() > LINKS {
             st.links.clear();
@@ -265,9 +271,9 @@ impl Prefetch {
             if st.stopped {
                 return None;
             }
-            if st.ready.len() >= READY {
-                st.ready.retain(|_, r| r.stats.fresh(self));
-            }
+            // Stale listings go (and the directories they hold open).
+            st.ready.retain(|_, r| r.stats.fresh(self));
+            self.end_idle_walk(&mut st);
             let mut out = Vec::new();
             let room = AHEAD.saturating_sub(st.ahead).min(max.max(1));
             while st.ready.len() + out.len() < READY && out.len() < room {
@@ -285,8 +291,25 @@ impl Prefetch {
                 return Some(out);
             }
             // Woken by a reader's request or something queued; listings go
-            // stale, so look again after the time-out at most.
-            st = self.wake.wait_timeout(st, self.ttl).ok()?.0;
+            // stale and walks end, so look again after the time-out.
+            if st.ready.is_empty() && st.last_ask.is_none() {
+                st = self.wake.wait(st).ok()?;
+            } else {
+                st = self.wake.wait_timeout(st, self.ttl).ok()?.0;
+            }
+        }
+    }
+
+    /// When no reader has asked for a cache time-out, the walk is over:
+    /// what it left queued is dropped (a listing nobody followed up costs
+    /// no more), and the next walk gets the whole lead.
+    fn end_idle_walk(&self, st: &mut State) {
+        if st.last_ask.is_some_and(|t| t.elapsed() > self.ttl) {
+            st.last_ask = None;
+            st.wanted.clear();
+            st.queued.clear();
+            st.links.clear();
+            st.ahead = 0;
         }
     }
 
@@ -427,6 +450,7 @@ mod tests {
         // Nobody asked: the worker may list no more (next() would wait),
         // however long those listings wait or go stale.
         assert_eq!(p.state.lock().unwrap().ahead, AHEAD);
+        assert!(p.state.lock().unwrap().last_ask.is_none());
         // Each directory a reader asks for lets the worker list one more.
         assert!(p.take(1).is_some());
         assert!(p.take(9999).is_none());
@@ -437,6 +461,39 @@ mod tests {
             .collect();
         p.want(0, wide);
         assert!(p.state.lock().unwrap().links.len() <= LINKS + QUEUED);
+        p.stop();
+    }
+
+    #[test]
+    fn what_a_finished_walk_left_queued_is_dropped() {
+        let ttl = Duration::from_millis(40);
+        let p = std::sync::Arc::new(Prefetch::new(ttl));
+        let many: Vec<(u64, OsString)> = (1..=200).map(|d| (d, OsString::from("x"))).collect();
+        assert!(p.take(5000).is_none(), "a reader asks for something");
+        p.want(0, many);
+        let mut listed = 0;
+        while listed < AHEAD {
+            for d in p.next(8).unwrap() {
+                p.put(d, ready(&p));
+                listed += 1;
+            }
+        }
+        // No reader for longer than the time-out: a new walk starts clean,
+        // with the whole lead and none of the old queue.
+        std::thread::sleep(ttl * 2);
+        p.want(0, vec![(9000, OsString::from("y"))]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p2 = p.clone();
+        std::thread::spawn(move || tx.send(p2.next(8)).unwrap());
+        let got = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the worker stalled");
+        assert_eq!(got.unwrap(), [9000]);
+        assert_eq!(
+            p.state.lock().unwrap().ready.len(),
+            0,
+            "stale listings dropped"
+        );
         p.stop();
     }
 

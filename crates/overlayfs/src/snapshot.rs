@@ -116,6 +116,7 @@ impl OverlayFs {
                 // walker's own lookups decide there.
                 let st = at::fstat(&fd).map_err(|e| io_errno(&e))?;
                 if st.st_dev != self.root_dev {
+                    self.dir_fds.forget(ino);
                     return Err(Errno::EXDEV);
                 }
                 Ok(fd)

@@ -121,12 +121,16 @@ fn seal(
 
 /// [`OP_OVERLAY_OPEN`] of the cipher blocks in `buf[header..in_len]`, in
 /// place, one block at a time: each is copied into the worker's own buffer
-/// (so what is authenticated is what is decrypted, whatever the I/O side
-/// writes into the slot meanwhile) and opened from there to its place in
-/// the output. Block `i`'s plaintext ends at `(i + 1) · 4096`, before
-/// block `i + 1`'s ciphertext starts, so no input is overwritten before it
-/// is copied; and a block copied from the slot is still in the cache when
-/// it is decrypted, where a copy of the whole request was not.
+/// and opened there, into the same buffer, and only a block that
+/// authenticated is copied to its place in the output. So what is
+/// authenticated is what is decrypted, whatever the I/O side writes into
+/// the slot meanwhile, and no unauthenticated plaintext (nor keystream)
+/// ever reaches the slot, for any of the content ciphers (AES-SIV reads
+/// its output back to check it). Block `i`'s plaintext ends at
+/// `(i + 1) · 4096`, before block `i + 1`'s ciphertext starts, so no input
+/// is overwritten before it is copied; and a block copied from the slot
+/// is still in the cache when it is decrypted, where a copy of the whole
+/// request was not.
 fn open_in_place(
     keys: &HeldKeys,
     first_block: u64,
@@ -140,22 +144,27 @@ fn open_in_place(
     INPUT.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         scratch.clear();
-        scratch.reserve_exact(cbs);
+        // The cipher block, then room for its plaintext.
+        scratch.resize(cbs + cryptkeep_overlay::PLAIN_BS, 0);
+        let (cipher, plain) = scratch.split_at_mut(cbs);
         let (mut from, mut out, mut block) = (OVERLAY_HEADER_LEN, 0, first_block);
         while from < in_len {
             let to = (from + cbs).min(in_len);
-            scratch.clear();
-            scratch.extend_from_slice(&buf[from..to]);
-            let end = (out + cryptkeep_overlay::PLAIN_BS).min(room);
-            match keys.open_blocks(block, id, &scratch, &mut buf[out..end]) {
-                Ok(n) => out += n,
-                Err(_) => {
-                    buf[..room].fill(0);
-                    return Err(STATUS_FAILED);
-                }
-            }
+            let cipher = &mut cipher[..to - from];
+            cipher.copy_from_slice(&buf[from..to]);
+            let opened = keys
+                .open_blocks(block, id, cipher, plain)
+                .ok()
+                .filter(|&n| out + n <= room);
+            let Some(n) = opened else {
+                plain.fill(0);
+                buf[..room].fill(0);
+                return Err(STATUS_FAILED);
+            };
+            buf[out..out + n].copy_from_slice(&plain[..n]);
+            out += n;
             from = to;
-            block += 1;
+            block = block.wrapping_add(1);
         }
         Ok(out)
     })

@@ -432,6 +432,14 @@ fn an_open_request_is_answered_in_place_block_by_block() {
     );
     let room = local.content().open_room(ct.len());
     assert!(buf[..room].iter().all(|&b| b == 0), "plaintext left behind");
+    // A hole at the last block number opens (no overflow past it).
+    let hole_end = OVERLAY_HEADER_LEN + cbs;
+    buf[..OVERLAY_HEADER_LEN].copy_from_slice(&req[..OVERLAY_HEADER_LEN]);
+    buf[OVERLAY_HEADER_LEN..hole_end].fill(0);
+    assert_eq!(
+        h.handle(OP_OVERLAY_OPEN, u64::MAX, &mut buf, hole_end),
+        Ok(4096)
+    );
     // A last block shorter than its nonce and tag does not open.
     let cut = OVERLAY_HEADER_LEN + 4 * cbs + 10;
     req[OVERLAY_HEADER_LEN + 3 * cbs + 40] ^= 4;
