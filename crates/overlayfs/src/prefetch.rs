@@ -434,19 +434,25 @@ mod tests {
         p.stop();
     }
 
+    /// Lists (as the worker would) until the worker may list no more;
+    /// returns how many it listed.
+    fn list_the_whole_lead(p: &Prefetch) -> usize {
+        let mut listed = 0;
+        while listed < AHEAD {
+            for d in p.next(8).unwrap() {
+                p.put(d, ready(p));
+                listed += 1;
+            }
+        }
+        listed
+    }
+
     #[test]
     fn the_worker_stays_within_reach_of_its_readers() {
         let p = Prefetch::new(Duration::from_secs(5));
         let many: Vec<(u64, OsString)> = (1..=500).map(|d| (d, OsString::from("x"))).collect();
         p.want(0, many);
-        let mut listed = 0;
-        while listed < AHEAD {
-            for d in p.next(8).unwrap() {
-                p.put(d, ready(&p));
-                listed += 1;
-            }
-        }
-        assert_eq!(listed, AHEAD);
+        assert_eq!(list_the_whole_lead(&p), AHEAD);
         // Nobody asked: the worker may list no more (next() would wait),
         // however long those listings wait or go stale.
         assert_eq!(p.state.lock().unwrap().ahead, AHEAD);
@@ -471,13 +477,7 @@ mod tests {
         let many: Vec<(u64, OsString)> = (1..=200).map(|d| (d, OsString::from("x"))).collect();
         assert!(p.take(5000).is_none(), "a reader asks for something");
         p.want(0, many);
-        let mut listed = 0;
-        while listed < AHEAD {
-            for d in p.next(8).unwrap() {
-                p.put(d, ready(&p));
-                listed += 1;
-            }
-        }
+        list_the_whole_lead(&p);
         // No reader for longer than the time-out: a new walk starts clean,
         // with the whole lead and none of the old queue.
         std::thread::sleep(ttl * 2);
