@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn what_a_finished_walk_left_queued_is_dropped() {
-        let ttl = Duration::from_millis(40);
+        let ttl = Duration::from_millis(300);
         let p = std::sync::Arc::new(Prefetch::new(ttl));
         let many: Vec<(u64, OsString)> = (1..=200).map(|d| (d, OsString::from("x"))).collect();
         assert!(p.take(5000).is_none(), "a reader asks for something");
