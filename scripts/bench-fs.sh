@@ -19,6 +19,7 @@
 #   cryptkeep-keep - the same with `fs mount --keep` (keys and crypto in the keep process)
 #   cryptkeep-base - `cryptkeep fs` of the binary in CK_BASE (an earlier build), for a
 #                  before/after comparison measured in the same run
+#   cryptkeep-base-keep - the same with `fs mount --keep`
 # The fuse module's enable_uring is turned on first (as scripts/install-deps.sh does), so the
 # cryptkeep targets without --no-io-uring use per-CPU FUSE-over-io_uring queues.
 #   securefs   - Debian's securefs, its default format (printed below), one round of argon2id
@@ -30,7 +31,8 @@
 # The mounts and the tests are in scripts/bench/lib-fs.sh (shared with scripts/bench/encfs.sh).
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
 # usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE]
-#   (cryptkeep-base is not in the default list: --only ...,cryptkeep-base with CK_BASE set)
+#   (cryptkeep-base and cryptkeep-base-keep are not in the default list: --only
+#   ...,cryptkeep-base with CK_BASE set)
 #   --quick: only the first 10,000 files of the tar (a fast check)
 #   --backing DIR: the backing dirs (and the plain target) go into a work dir made in DIR,
 #     removed afterwards, instead of onto a tmpfs; the tar being extracted stays on a tmpfs.

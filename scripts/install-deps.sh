@@ -15,6 +15,7 @@ pkgs=(
   gnuplot-nox                                # scripts/bench-integrity.sh: the chart
   argon2                                     # oracle: reference Argon2 CLI (crypto tests)
   stress-ng rsync python3                    # tests/e2e/fs_stress.sh; scripts/bench-*.sh
+  gdb                                        # scripts/watchdog.sh: the stacks of a hung test
   securefs encfs cryfs linux-source          # scripts/bench/encfs.sh, bench-fs.sh: the peers, the tree
   ceph-mon ceph-mgr ceph-osd ceph-common qemu-block-extra libnbd-bin   # scripts/ceph, tests/e2e/ceph.sh: a local Ceph cluster, qemu's rbd driver, nbdcopy
 )

@@ -7,8 +7,10 @@
 #            instead of skipping), then the shell tests under tests/e2e (CLI
 #            end to end) and tests/kernel (the QEMU kernel oracle).
 # A failure in tier 1 does not stop tier 2 (both are reported), unless the
-# build itself failed. Exits non-zero if anything failed. Needs root (apt,
-# loop devices, mount).
+# build itself failed. Each test step runs under scripts/watchdog.sh: a step
+# past its time limit is taken for hung, what it waits on is printed, and it
+# is stopped and counted as failed. Exits non-zero if anything failed. Needs
+# root (apt, loop devices, mount).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
@@ -40,7 +42,7 @@ section "tier 1 (quick): build the binaries, examples and unit tests"
   { echo "test.sh: build failed" >&2; exit 1; }
 
 section "tier 1 (quick): cargo test --lib --bins"
-cargo test --release --workspace --no-fail-fast --lib --bins || failures+=("unit tests (cargo test --lib --bins)")
+scripts/watchdog.sh 900 cargo test --release --workspace --no-fail-fast --lib --bins || failures+=("unit tests (cargo test --lib --bins)")
 
 tier1=${#failures[@]}
 section "tier 1 done: ${tier1} failed"
@@ -52,10 +54,10 @@ section "tier 2 (full): build the integration tests"
 cargo test --release --workspace --no-fail-fast --test '*' --no-run || { echo "test.sh: build failed" >&2; exit 1; }
 
 section "tier 2 (full): cargo test --test '*' (CRYPTKEEP_TEST_ALL=1)"
-cargo test --release --workspace --no-fail-fast --test '*' || failures+=("integration tests (cargo test --test '*')")
+scripts/watchdog.sh 1800 cargo test --release --workspace --no-fail-fast --test '*' || failures+=("integration tests (cargo test --test '*')")
 
 section "tier 2 (full): cargo test --doc"
-cargo test --release --workspace --no-fail-fast --doc || failures+=("doc tests (cargo test --doc)")
+scripts/watchdog.sh 900 cargo test --release --workspace --no-fail-fast --doc || failures+=("doc tests (cargo test --doc)")
 
 section "tier 2 (full): shell tests (tests/e2e, tests/kernel)"
 shopt -s nullglob

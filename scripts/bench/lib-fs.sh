@@ -157,11 +157,11 @@ fs_mount() {
       gocryptfs -q -init -scryptn 10 -passfile "$w/pass" "$b" >/dev/null || return 1
       gocryptfs -q -nosyslog -passfile "$w/pass" "$b" "$m" || return 1
       ver[$target]="gocryptfs $(fs_pkgver gocryptfs), -scryptn 10, defaults";;
-    cryptkeep|cryptkeep-keep|cryptkeep-devfuse|cryptkeep-base)
+    cryptkeep|cryptkeep-keep|cryptkeep-devfuse|cryptkeep-base|cryptkeep-base-keep)
       local keep_args=() bin=$ck via=$transport
-      [ "$target" = cryptkeep-keep ] && keep_args=(--keep)
+      [[ "$target" = *-keep ]] && keep_args=(--keep)
       [ "$target" = cryptkeep-devfuse ] && { keep_args=(--no-io-uring); via=/dev/fuse; }
-      if [ "$target" = cryptkeep-base ]; then
+      if [[ "$target" = cryptkeep-base* ]]; then
         bin=${CK_BASE:-}
         [ -x "$bin" ] || { echo "cryptkeep-base needs CK_BASE=path/to/an/earlier/cryptkeep" >&2; return 1; }
       fi

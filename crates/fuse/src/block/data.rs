@@ -23,6 +23,7 @@ impl<S: BlockStore> BlockFs<S> {
 
     /// flush and fsync: `fdatasync` of the backing store.
     pub(crate) fn sync(&self) -> R<()> {
+        super::flusher::mark_thread();
         if self.read_only {
             return Ok(());
         }
@@ -40,6 +41,7 @@ impl<S: BlockStore> BlockFs<S> {
     /// - anything else → `EOPNOTSUPP`.
     pub(crate) fn allocate(&self, offset: u64, length: u64, mode: i32) -> R<()> {
         const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        super::flusher::mark_thread();
         if self.read_only {
             return Err(Errno::EROFS);
         }

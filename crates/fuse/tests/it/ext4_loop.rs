@@ -69,7 +69,9 @@ fn scenario(discards: bool) {
             for i in (0..FILES).filter(|&i| !kept(i, true)) {
                 std::fs::remove_file(file_path(&ext_mnt, i)).unwrap();
             }
-            run("sync", &[]);
+            // syncfs of this file system only: a global sync would also
+            // wait on every other mount of the machine.
+            run("sync", &["-f", ext_mnt.to_str().unwrap()]);
             run("fstrim", &[ext_mnt.to_str().unwrap()]);
         }
         m.umount();
