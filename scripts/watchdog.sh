@@ -3,16 +3,25 @@
 # taken for hung: before it is stopped, what every task of it (and every
 # task blocked in the kernel) waits on is printed, with the user-space
 # stacks of the test processes when gdb is there; then the command's
-# process group is killed, the FUSE connections of the tests' mounts are
-# aborted (a FUSE server stuck on its own mount cannot exit otherwise), and
-# those mounts and the loop devices on the tests' scratch files are undone.
+# process group is killed, the FUSE connections of the mounts made while it
+# ran are aborted (a FUSE server stuck on its own mount cannot exit
+# otherwise), and those mounts and the loop devices attached meanwhile are
+# undone.
 # Exits with the command's status, or 124 when it was stopped.
 # usage: scripts/watchdog.sh SECONDS COMMAND [ARGS...]
 set -uo pipefail
 limit=$1
 shift
 
-setsid "$@" &
+# What was there before: only mounts and loop devices made after this line
+# are undone when the command is stopped.
+mounts_before=$(awk '{ print $3, $5 }' /proc/self/mountinfo)
+loops_before=$(losetup -a 2>/dev/null | cut -d: -f1)
+
+# Its own session (one process group to kill), and SIGINT and SIGQUIT as
+# they were: bash starts background commands with both ignored, and tests
+# send them.
+( trap - INT QUIT; exec setsid "$@" ) &
 pid=$!
 # The timer holds none of the command's output streams open.
 sleep "$limit" </dev/null >/dev/null 2>&1 &
@@ -63,11 +72,12 @@ sleep 2
 if [ -d /sys/fs/fuse/connections ] && ! grep -q ' /sys/fs/fuse/connections ' /proc/self/mountinfo; then
   mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null
 fi
-# The tests' FUSE mounts (file system type fuse.cryptkeep*, or anything
-# under a scratch directory ck-*): abort the connection, then unmount.
+# The tests' FUSE mounts (made while the command ran, of a file system type
+# fuse*): abort the connection, then unmount.
 while read -r _ _ majmin _ mnt _ _ fstype _; do
-  case "$fstype:$mnt" in
-    fuse.cryptkeep*:* | fuse*:*/ck-*) ;;
+  grep -qxF "$majmin $mnt" <<< "$mounts_before" && continue
+  case "$fstype" in
+    fuse | fuse.*) ;;
     *) continue ;;
   esac
   minor=${majmin#*:}
@@ -75,7 +85,10 @@ while read -r _ _ majmin _ mnt _ _ fstype _; do
   say "aborted and unmounted the FUSE mount $mnt"
   umount -l "$mnt" 2>/dev/null
 done < <(awk '{ for (i = 7; $i != "-"; i++); print $1, $2, $3, $4, $5, $6, $i, $(i + 1) }' /proc/self/mountinfo)
-losetup -a 2>/dev/null | awk -F: '/\/ck-/ { print $1 }' | while read -r dev; do
+for dev in $(losetup -a 2>/dev/null | cut -d: -f1); do
+  case " $(echo $loops_before) " in
+    *" $dev "*) continue ;;
+  esac
   losetup -d "$dev" 2>/dev/null && say "detached $dev"
 done
 # A task stuck in the kernel may outlive all this; do not wait for it forever.
