@@ -18,10 +18,10 @@ shift
 mounts_before=$(awk '{ print $3, $5 }' /proc/self/mountinfo)
 loops_before=$(losetup -a 2>/dev/null | cut -d: -f1)
 
-# Its own session (one process group to kill), and SIGINT and SIGQUIT as
-# they were: bash starts background commands with both ignored, and tests
-# send them.
-( trap - INT QUIT; exec setsid "$@" ) &
+# Its own session (one process group to kill), with SIGINT and SIGQUIT at
+# their defaults: bash starts a background command with both ignored (and
+# cannot undo that when it was itself started so), and tests send them.
+( exec env --default-signal=INT,QUIT setsid "$@" ) &
 pid=$!
 # The timer holds none of the command's output streams open.
 sleep "$limit" </dev/null >/dev/null 2>&1 &
