@@ -74,7 +74,7 @@ if [ -d /sys/fs/fuse/connections ] && ! grep -q ' /sys/fs/fuse/connections ' /pr
 fi
 # The tests' FUSE mounts (made while the command ran, of a file system type
 # fuse*): abort the connection, then unmount.
-while read -r _ _ majmin _ mnt _ _ fstype _; do
+while read -r majmin mnt fstype; do
   grep -qxF "$majmin $mnt" <<< "$mounts_before" && continue
   case "$fstype" in
     fuse | fuse.*) ;;
@@ -84,11 +84,9 @@ while read -r _ _ majmin _ mnt _ _ fstype _; do
   [ -w /sys/fs/fuse/connections/"$minor"/abort ] && echo 1 > /sys/fs/fuse/connections/"$minor"/abort
   say "aborted and unmounted the FUSE mount $mnt"
   umount -l "$mnt" 2>/dev/null
-done < <(awk '{ for (i = 7; $i != "-"; i++); print $1, $2, $3, $4, $5, $6, $i, $(i + 1) }' /proc/self/mountinfo)
+done < <(awk '{ for (i = 7; $i != "-"; i++); print $3, $5, $(i + 1) }' /proc/self/mountinfo)
 for dev in $(losetup -a 2>/dev/null | cut -d: -f1); do
-  case " $(echo $loops_before) " in
-    *" $dev "*) continue ;;
-  esac
+  grep -qxF "$dev" <<< "$loops_before" && continue
   losetup -d "$dev" 2>/dev/null && say "detached $dev"
 done
 # A task stuck in the kernel may outlive all this; do not wait for it forever.
