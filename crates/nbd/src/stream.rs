@@ -54,6 +54,47 @@ impl Stream {
         };
     }
 
+    /// Sends what of `head` then `data` the socket takes at once, without
+    /// waiting (`MSG_DONTWAIT`): the bytes sent, 0 when it is full. `None`
+    /// under TLS, whose records are built from a copy anyway.
+    #[allow(unsafe_code)]
+    pub(crate) fn send_now(&self, head: &[u8], data: &[u8]) -> Option<io::Result<usize>> {
+        let fd = match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Tls(_) => return None,
+        };
+        let mut iov = [
+            libc::iovec {
+                iov_base: head.as_ptr() as *mut libc::c_void,
+                iov_len: head.len(),
+            },
+            libc::iovec {
+                iov_base: data.as_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            },
+        ];
+        // SAFETY: a zeroed msghdr is valid; it points at two iovecs that
+        // describe live slices, which sendmsg only reads.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
+        loop {
+            // SAFETY: `fd` is this stream's open socket; `msg` is valid
+            // for the call.
+            let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+            if n >= 0 {
+                return Some(Ok(n as usize));
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Some(Ok(0)),
+                _ => return Some(Err(e)),
+            }
+        }
+    }
+
     /// Read timeout (`None`: wait forever).
     pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {

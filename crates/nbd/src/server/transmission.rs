@@ -5,7 +5,7 @@
 
 use std::io::{self, BufReader, Read, Write};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use cryptkeep_volume::BlockStore;
 
@@ -13,7 +13,9 @@ use crate::proto::{cmd, cmd_flag, err};
 
 use super::budget::Budget;
 use super::pool::Pool;
-use super::reply::{self, block_status, error_reply, read_head, seal_read, simple, wire_errno};
+use super::reply::{
+    self, block_status, error_reply, read_head, seal_read, simple, wire_errno, DATA_HEAD,
+};
 use super::request::{check, Cmd, Header, HEADER};
 use super::{Session, Shape, ALLOC_ID};
 use crate::stream::Stream;
@@ -52,6 +54,54 @@ impl<S: BlockStore> Ctx<S> {
     fn send(&self, bytes: &[u8]) {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if w.write_all(bytes).is_err() {
+            w.shutdown();
+        }
+    }
+
+    /// Starts a read reply whose data `plain` is lent by the store: sends
+    /// what the socket takes at once, without waiting for it or for the
+    /// writer lock, so a lent slot is never held while a client is slow
+    /// to read. What is left is copied out and answered, with the writer
+    /// (`None`: not taken yet), for [`Ctx::finish`] once the slot is back.
+    fn send_lent(
+        &self,
+        structured: bool,
+        h: &Header,
+        plain: &[u8],
+    ) -> Option<(Option<MutexGuard<'_, Stream>>, Vec<u8>, usize)> {
+        let mut hb = [0u8; DATA_HEAD];
+        let n = seal_read(&mut hb, structured, h.cookie, h.offset, plain.len());
+        let head = &hb[..n - plain.len()];
+        let w = match self.writer.try_lock() {
+            Ok(w) => Some(w),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        let sent = match w.as_deref().and_then(|s| s.send_now(head, plain)) {
+            Some(Ok(k)) => k,
+            Some(Err(_)) => {
+                if let Some(s) = &w {
+                    s.shutdown();
+                }
+                return None;
+            }
+            None => 0,
+        };
+        if sent == n {
+            return None;
+        }
+        let mut buf = self.pool.take(n - sent);
+        let from_head = head.len().saturating_sub(sent);
+        buf[..from_head].copy_from_slice(&head[head.len() - from_head..]);
+        buf[from_head..n - sent].copy_from_slice(&plain[plain.len() - (n - sent - from_head)..]);
+        Some((w, buf, n - sent))
+    }
+
+    /// Sends the rest of a reply [`Ctx::send_lent`] began, under the writer
+    /// lock it holds (or takes now).
+    fn finish(&self, w: Option<MutexGuard<'_, Stream>>, rest: &[u8]) {
+        let mut w = w.unwrap_or_else(|| self.writer.lock().unwrap_or_else(|p| p.into_inner()));
+        if w.write_all(rest).is_err() {
             w.shutdown();
         }
     }
@@ -97,10 +147,39 @@ impl<S: BlockStore> Ctx<S> {
         self.budget.give(job.cost);
     }
 
-    /// A read: the data, decrypted into a pooled reply buffer, sent.
+    /// A read: sent straight from where the store decrypted it (the
+    /// keep's shared slot) when the store lends it, else decrypted into a
+    /// pooled reply buffer and sent from there.
     fn read(&self, h: &Header) {
         let structured = self.sess.structured;
         let (head, len) = (read_head(structured), h.len as usize);
+        self.gate.take(1);
+        let mut left = None;
+        let lent = self.store.read_borrowed(h.offset, len, &mut |plain| {
+            // Never short: the range check keeps reads inside the export.
+            if plain.len() == len {
+                left = Some(self.send_lent(structured, h, plain));
+            }
+        });
+        self.gate.give(1);
+        match (lent, left) {
+            (None, _) => {}
+            // The reply has begun: it ends whole, whatever the store says
+            // after lending (a second reply to one cookie would break the
+            // stream).
+            (Some(_), Some(rest)) => {
+                if let Some((w, buf, n)) = rest {
+                    self.finish(w, &buf[..n]);
+                    self.pool.give(buf);
+                }
+                return;
+            }
+            (Some(r), None) => {
+                let errno = r.err().map_or(libc::EIO, |e| e.errno());
+                self.send(&error_reply(structured, h.cookie, wire_errno(errno)));
+                return;
+            }
+        }
         let mut buf = self.pool.take(head + len);
         let data = &mut buf[head..head + len];
         self.gate.take(1);
