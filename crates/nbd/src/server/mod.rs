@@ -76,7 +76,11 @@ pub struct Limits {
     /// Bytes of requests (read replies and write payloads) in flight per
     /// connection; the reader waits beyond it.
     pub in_flight_bytes: usize,
-    /// Worker threads per connection.
+    /// Worker threads per connection. One per core (at least two, so a
+    /// reply can go out while the next request runs): more only wait on
+    /// the store calls' limit and cost wake-ups (measured on two cores
+    /// with nbdcopy and fio through nbdfuse: four per connection were
+    /// 5–20 % slower than two, for 8 % more CPU time per GiB read).
     pub workers: usize,
     /// Store operations running at once over all connections (more wait;
     /// replies are sent outside this limit). The engine already spreads one
@@ -105,8 +109,8 @@ impl Default for Limits {
             max_block: 32 << 20,
             preferred_block: 4096,
             in_flight_bytes: 64 << 20,
-            workers: 4,
-            store_calls: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            workers: cores().max(2),
+            store_calls: cores(),
             max_option: 16 << 10,
             max_options: 256,
             handshake_timeout: Duration::from_secs(10),
@@ -114,6 +118,11 @@ impl Default for Limits {
             write_timeout: Duration::from_secs(60),
         }
     }
+}
+
+/// The CPUs this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 impl Limits {
