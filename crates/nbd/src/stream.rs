@@ -89,7 +89,12 @@ impl Stream {
             let e = io::Error::last_os_error();
             match e.kind() {
                 io::ErrorKind::Interrupted => continue,
+                // Full, or short of memory for a buffer now: the caller
+                // copies and sends the rest in the ordinary way.
                 io::ErrorKind::WouldBlock => return Some(Ok(0)),
+                _ if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ENOMEM)) => {
+                    return Some(Ok(0))
+                }
                 _ => return Some(Err(e)),
             }
         }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::backing::Backing;
+use crate::data_run::DataRunMemo;
 use crate::direct::Direct;
 use crate::io::{as_file, backing_len, read_exact};
 use crate::locks::StripeLocks;
@@ -31,6 +32,8 @@ pub struct Engine {
     pub(crate) locks: StripeLocks,
     pub(crate) parallel: ParallelConfig,
     pub(crate) zero_holes: AtomicBool,
+    /// The allocation map's last data run (see `holes.rs`).
+    pub(crate) data_run: DataRunMemo,
 }
 
 /// Direction of a sector-crypto pass.
@@ -89,6 +92,7 @@ impl Engine {
             locks: StripeLocks::new(),
             parallel: ParallelConfig::default(),
             zero_holes: AtomicBool::new(false),
+            data_run: DataRunMemo::default(),
         })
     }
 

@@ -69,9 +69,15 @@ pub(crate) fn extents(e: &Engine, offset: u64, len: u64) -> Result<Vec<Extent>, 
         };
         let (run_end, hole) = match data_at {
             Some(d) if d <= pos => {
-                let hole_at = match seek(file, base + pos, libc::SEEK_HOLE) {
-                    Ok(Some(h)) => h - base,
-                    _ => return Ok(all_data),
+                let hole_at = match e.data_run.at(pos) {
+                    (Some(h), _) => h,
+                    (None, gen) => match seek(file, base + pos, libc::SEEK_HOLE) {
+                        Ok(Some(h)) if h >= base + pos => {
+                            e.data_run.remember(gen, pos, h - base);
+                            h - base
+                        }
+                        _ => return Ok(all_data),
+                    },
                 };
                 (up(hole_at).min(end), false)
             }

@@ -31,6 +31,7 @@ mod auth_crypt;
 mod authenticated;
 mod backing;
 mod crypt;
+mod data_run;
 mod direct;
 mod engine;
 mod error;

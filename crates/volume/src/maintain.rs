@@ -67,6 +67,9 @@ impl Engine {
             exclusive_at: [None, None],
             all_exclusive: true,
         });
-        punch_hole(&self.backing, self.data_offset + first, end - first)
+        let r = punch_hole(&self.backing, self.data_offset + first, end - first);
+        // Even a failed punch may have made part of a hole.
+        self.data_run.forget();
+        r
     }
 }

@@ -21,8 +21,9 @@ pub trait BlockStore: Send + Sync + 'static {
     fn read_only(&self) -> bool;
     /// Reads `buf.len()` bytes at `offset`; short only at the end.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error>;
-    /// Reads up to `size` bytes at `offset` and hands them to `send` from
-    /// where they were decrypted (the keep's shared slot), with no copy;
+    /// Reads up to `size` bytes at `offset` and hands them to `send`, once,
+    /// from where they were decrypted (the keep's shared slot), with no
+    /// copy;
     /// `None` (the default) when the store has no such path for the
     /// request and [`BlockStore::read_at`] must serve it.
     fn read_borrowed(

@@ -280,9 +280,10 @@ fn a_dripping_negotiation_is_cut_off() {
 }
 
 /// Reads the store lends are sent from the lent buffer while the client
-/// reads nothing (the socket fills: partial sends, writers waiting on each
-/// other), then read back whole and in order of their cookies' data, both
-/// as simple and as structured replies.
+/// reads nothing for a while (the socket fills: partial sends, writers
+/// waiting on each other), without a lend ever waiting for the client;
+/// then every reply reads back whole and right, both as simple and as
+/// structured replies.
 #[test]
 fn lent_reads_survive_a_client_that_reads_late() {
     use crate::proto::reply;
@@ -295,6 +296,7 @@ fn lent_reads_survive_a_client_that_reads_late() {
     let store = Arc::new(LendingStore {
         mem: MemStore(Mutex::new(data.clone())),
         lent: Default::default(),
+        longest_us: Default::default(),
     });
     let export = Export {
         name: "vol".into(),
@@ -309,7 +311,8 @@ fn lent_reads_survive_a_client_that_reads_late() {
         Limits::default(),
     )
     .unwrap();
-    // 32 reads of 256 KiB at odd offsets: 8 MiB of replies queued at once.
+    // 96 reads of 256 KiB at odd offsets: 24 MiB of replies queued at once,
+    // three times what the server's socket buffer holds.
     let span = |i: u64| ((i * 77_777) % ((1 << 20) - (256 << 10)), 256u32 << 10);
     for structured in [false, true] {
         let mut c = if structured {
@@ -317,13 +320,14 @@ fn lent_reads_survive_a_client_that_reads_late() {
         } else {
             connect(&path)
         };
-        for i in 0..32u64 {
+        for i in 0..96u64 {
             let (off, len) = span(i);
             request(&mut c, cmd::READ, 1000 + i, off, len, &[]);
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Long enough that a lend waiting on the client shows below.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
         let mut seen = std::collections::HashSet::new();
-        for _ in 0..32 {
+        for _ in 0..96 {
             let (cookie, d) = if structured {
                 let (flags, typ, cookie, d) = chunk(&mut c);
                 assert_eq!((flags, typ), (reply::FLAG_DONE, reply::OFFSET_DATA));
@@ -347,7 +351,13 @@ fn lent_reads_survive_a_client_that_reads_late() {
         }
         request(&mut c, cmd::DISC, 1, 0, 0, &[]);
     }
-    assert!(store.lent.load(std::sync::atomic::Ordering::Relaxed) >= 64);
+    use std::sync::atomic::Ordering::Relaxed;
+    assert!(store.lent.load(Relaxed) >= 192);
+    let longest = store.longest_us.load(Relaxed);
+    assert!(
+        longest < 750_000,
+        "a lend waited {longest} µs for the client"
+    );
     s.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

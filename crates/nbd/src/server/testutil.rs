@@ -94,6 +94,9 @@ pub(crate) struct LendingStore {
     pub(crate) mem: MemStore,
     /// Reads served by lending.
     pub(crate) lent: AtomicUsize,
+    /// The longest a lend lasted, in microseconds (the server must not
+    /// wait for the client while it holds one).
+    pub(crate) longest_us: AtomicUsize,
 }
 
 impl BlockStore for LendingStore {
@@ -119,7 +122,10 @@ impl BlockStore for LendingStore {
         if let Err(e) = self.mem.read_at(&mut slot, offset) {
             return Some(Err(e));
         }
+        let t = std::time::Instant::now();
         send(&slot);
+        let us = t.elapsed().as_micros() as usize;
+        self.longest_us.fetch_max(us, Ordering::Relaxed);
         // What the server did not send before this returned must have
         // been copied: the slot is reused at once.
         slot.fill(0xEE);

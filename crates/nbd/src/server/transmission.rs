@@ -49,12 +49,26 @@ struct Ctx<S> {
 }
 
 impl<S: BlockStore> Ctx<S> {
+    /// The reply writer. `None` when a thread panicked while holding it:
+    /// a reply may be half sent, so the connection is shut down rather
+    /// than written on.
+    fn writer(&self) -> Option<MutexGuard<'_, Stream>> {
+        match self.writer.lock() {
+            Ok(w) => Some(w),
+            Err(p) => {
+                p.into_inner().shutdown();
+                None
+            }
+        }
+    }
+
     /// Sends one reply; on failure the connection is shut down (the reader
     /// then stops).
     fn send(&self, bytes: &[u8]) {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if w.write_all(bytes).is_err() {
-            w.shutdown();
+        if let Some(mut w) = self.writer() {
+            if w.write_all(bytes).is_err() {
+                w.shutdown();
+            }
         }
     }
 
@@ -62,7 +76,8 @@ impl<S: BlockStore> Ctx<S> {
     /// what the socket takes at once, without waiting for it or for the
     /// writer lock, so a lent slot is never held while a client is slow
     /// to read. What is left is copied out and answered, with the writer
-    /// (`None`: not taken yet), for [`Ctx::finish`] once the slot is back.
+    /// (`None`: not taken yet), for [`Ctx::finish`] once the slot is back;
+    /// `None` when all was sent or the connection is shut down.
     fn send_lent(
         &self,
         structured: bool,
@@ -74,7 +89,10 @@ impl<S: BlockStore> Ctx<S> {
         let head = &hb[..n - plain.len()];
         let w = match self.writer.try_lock() {
             Ok(w) => Some(w),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::Poisoned(p)) => {
+                p.into_inner().shutdown();
+                return None;
+            }
             Err(TryLockError::WouldBlock) => None,
         };
         let sent = match w.as_deref().and_then(|s| s.send_now(head, plain)) {
@@ -100,9 +118,10 @@ impl<S: BlockStore> Ctx<S> {
     /// Sends the rest of a reply [`Ctx::send_lent`] began, under the writer
     /// lock it holds (or takes now).
     fn finish(&self, w: Option<MutexGuard<'_, Stream>>, rest: &[u8]) {
-        let mut w = w.unwrap_or_else(|| self.writer.lock().unwrap_or_else(|p| p.into_inner()));
-        if w.write_all(rest).is_err() {
-            w.shutdown();
+        if let Some(mut w) = w.or_else(|| self.writer()) {
+            if w.write_all(rest).is_err() {
+                w.shutdown();
+            }
         }
     }
 
@@ -156,18 +175,19 @@ impl<S: BlockStore> Ctx<S> {
         self.gate.take(1);
         let mut left = None;
         let lent = self.store.read_borrowed(h.offset, len, &mut |plain| {
-            // Never short: the range check keeps reads inside the export.
-            if plain.len() == len {
+            // Never short (the range check keeps reads inside the export),
+            // and one reply only, however often a store calls.
+            if plain.len() == len && left.is_none() {
                 left = Some(self.send_lent(structured, h, plain));
             }
         });
-        self.gate.give(1);
         match (lent, left) {
             (None, _) => {}
             // The reply has begun: it ends whole, whatever the store says
             // after lending (a second reply to one cookie would break the
             // stream).
             (Some(_), Some(rest)) => {
+                self.gate.give(1);
                 if let Some((w, buf, n)) = rest {
                     self.finish(w, &buf[..n]);
                     self.pool.give(buf);
@@ -175,14 +195,16 @@ impl<S: BlockStore> Ctx<S> {
                 return;
             }
             (Some(r), None) => {
+                self.gate.give(1);
                 let errno = r.err().map_or(libc::EIO, |e| e.errno());
                 self.send(&error_reply(structured, h.cookie, wire_errno(errno)));
                 return;
             }
         }
+        // The store does not lend this read: into a reply buffer, still
+        // under the gate taken above.
         let mut buf = self.pool.take(head + len);
         let data = &mut buf[head..head + len];
-        self.gate.take(1);
         let r = self.store.read_at(data, h.offset);
         self.gate.give(1);
         match r {

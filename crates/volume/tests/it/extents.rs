@@ -62,3 +62,35 @@ fn holes_of_the_backing_file_are_extents() {
     let tail = e.extents(7 * MIB, 4 * MIB).unwrap();
     assert_eq!(tail.iter().map(|x| x.len).sum::<u64>(), MIB);
 }
+
+/// The map of a file written throughout is asked part by part (answered
+/// from the run found first), and a discard inside that run shows at once.
+#[test]
+fn a_discard_inside_a_known_data_run_shows_in_the_next_map() {
+    let dir = TempDir::new("extents-run");
+    let path = dir.join("vol.img");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(9 * MIB)
+        .unwrap();
+    let key = random_key(64);
+    let e = open(&path, &key, geo(), false);
+    e.write_at(&vec![3u8; 8 * MIB as usize], 0).unwrap();
+    let data = |len| Extent {
+        len,
+        hole: false,
+        zero: false,
+    };
+    for part in 0..8 {
+        assert_eq!(e.extents(part * MIB, MIB).unwrap(), vec![data(MIB)]);
+    }
+    e.discard(4 * MIB, MIB).unwrap();
+    for from in [0, 2 * MIB, 4 * MIB] {
+        let m = e.extents(from, 8 * MIB - from).unwrap();
+        let hole: Vec<_> = m.iter().filter(|x| x.hole).collect();
+        assert_eq!(hole.len(), 1, "from {from}: {m:?}");
+        let before: u64 = m.iter().take_while(|x| !x.hole).map(|x| x.len).sum();
+        assert_eq!((from + before, hole[0].len), (4 * MIB, MIB), "{m:?}");
+    }
+    assert_eq!(e.extents(6 * MIB, MIB).unwrap(), vec![data(MIB)]);
+}
