@@ -182,11 +182,10 @@ impl<S: BlockStore> Ctx<S> {
             }
         });
         match (lent, left) {
-            (None, _) => {}
             // The reply has begun: it ends whole, whatever the store says
             // after lending (a second reply to one cookie would break the
             // stream).
-            (Some(_), Some(rest)) => {
+            (_, Some(rest)) => {
                 self.gate.give(1);
                 if let Some((w, buf, n)) = rest {
                     self.finish(w, &buf[..n]);
@@ -194,6 +193,7 @@ impl<S: BlockStore> Ctx<S> {
                 }
                 return;
             }
+            (None, None) => {}
             (Some(r), None) => {
                 self.gate.give(1);
                 let errno = r.err().map_or(libc::EIO, |e| e.errno());
