@@ -2,7 +2,7 @@
 //! backing file's holes, in whole sectors, zero only when holes read as
 //! zeros.
 
-use cryptkeep_volume::{BlockStore, Extent};
+use cryptkeep_volume::{BlockStore, Engine, Extent};
 
 use crate::common::{open, random_key, Geo, TempDir};
 
@@ -18,17 +18,22 @@ fn geo() -> Geo {
     }
 }
 
-#[test]
-fn holes_of_the_backing_file_are_extents() {
-    let dir = TempDir::new("extents");
+/// A volume on a sparse backing file (nothing allocated yet), in a
+/// directory that lives as long as the first value.
+fn sparse_volume(name: &str) -> (TempDir, Engine) {
+    let dir = TempDir::new(name);
     let path = dir.join("vol.img");
-    // A sparse backing file: nothing allocated yet.
     std::fs::File::create(&path)
         .unwrap()
         .set_len(9 * MIB)
         .unwrap();
-    let key = random_key(64);
-    let e = open(&path, &key, geo(), false);
+    let e = open(&path, &random_key(64), geo(), false);
+    (dir, e)
+}
+
+#[test]
+fn holes_of_the_backing_file_are_extents() {
+    let (_dir, e) = sparse_volume("extents");
     let all = e.extents(0, 8 * MIB).unwrap();
     assert_eq!(
         all,
@@ -67,14 +72,7 @@ fn holes_of_the_backing_file_are_extents() {
 /// from the run found first), and a discard inside that run shows at once.
 #[test]
 fn a_discard_inside_a_known_data_run_shows_in_the_next_map() {
-    let dir = TempDir::new("extents-run");
-    let path = dir.join("vol.img");
-    std::fs::File::create(&path)
-        .unwrap()
-        .set_len(9 * MIB)
-        .unwrap();
-    let key = random_key(64);
-    let e = open(&path, &key, geo(), false);
+    let (_dir, e) = sparse_volume("extents-run");
     e.write_at(&vec![3u8; 8 * MIB as usize], 0).unwrap();
     let data = |len| Extent {
         len,
