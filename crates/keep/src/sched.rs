@@ -1,9 +1,23 @@
 //! How the keep's workers are scheduled. Each worker runs the crypto of an
 //! I/O that a thread of the daemon sleeps on, so under contention the pair
 //! gets one thread's share of the CPU plus two wake-ups per request, where
-//! `--keep inline` gets one thread's share and none. Two knobs, read from
-//! the environment when the workers start, change that:
+//! `--keep inline` gets one thread's share and none. Three knobs, read
+//! from the environment when the workers start, change that:
 //!
+//! - `CRYPTKEEP_KEEP_RTPRIO` (default 1 for a volume's keep; 0 for an
+//!   overlay's, whose stream of small requests wants polling workers, and
+//!   for the runtime keep, whose timed repeats run for seconds; 0 turns it
+//!   off): the workers run under `SCHED_FIFO` at this real-time priority
+//!   (1–99), and the slice and nice value below do not apply. A woken
+//!   worker then runs at once instead of waiting for a busy task's turn.
+//!   It needs `CAP_SYS_NICE` (a root daemon has it) or an `RLIMIT_RTPRIO`
+//!   that allows it, and a cgroup with a real-time budget. A real-time
+//!   worker never polls for more than a few microseconds
+//!   (`rings/server.rs`): its polls would keep ordinary threads, the
+//!   daemon's among them, off the CPU. What a flood of
+//!   requests can take from other work is bounded by the kernel's
+//!   real-time throttling (`/proc/sys/kernel/sched_rt_runtime_us`: 95 % of
+//!   each second by default, no bound at -1).
 //! - `CRYPTKEEP_KEEP_SLICE_US`: the worker's time slice for the kernel's
 //!   EEVDF scheduler (`sched_setattr`, `SCHED_OTHER` with `sched_runtime`,
 //!   Linux 6.12 and later). A short slice makes a woken worker run soon
@@ -12,8 +26,9 @@
 //! - `CRYPTKEEP_KEEP_NICE`: the worker's nice value (lower is a larger
 //!   share; below 0 needs `CAP_SYS_NICE`, which a root daemon has).
 //!
-//! Both are best effort: a kernel or a user that refuses them leaves the
-//! worker as it was, and says so in the keep's log.
+//! All are best effort: a kernel or a user that refuses them leaves the
+//! worker as it was (a refused real-time priority falls back to the other
+//! two), and says so in the keep's log.
 
 use std::time::Duration;
 
@@ -41,12 +56,24 @@ pub struct WorkerSched {
     pub slice: Option<Duration>,
     /// Nice value (`None`: inherited).
     pub nice: Option<i32>,
+    /// `SCHED_FIFO` priority (`None`: the ordinary scheduler).
+    pub realtime: Option<u32>,
 }
 
+/// The real-time priority the workers ask for when the environment does not
+/// say: the lowest, above every ordinary thread and below every real-time
+/// thread a user set up.
+pub const DEFAULT_REALTIME_PRIORITY: u32 = 1;
+
 impl WorkerSched {
-    /// Reads `CRYPTKEEP_KEEP_SLICE_US` and `CRYPTKEEP_KEEP_NICE`; values
-    /// that do not parse, or are out of the kernel's range, are ignored.
-    pub fn from_env() -> WorkerSched {
+    /// Reads `CRYPTKEEP_KEEP_SLICE_US`, `CRYPTKEEP_KEEP_NICE` and
+    /// `CRYPTKEEP_KEEP_RTPRIO`. A slice or nice value that does not parse
+    /// or is out of the kernel's range is ignored; a priority that is set
+    /// but is not a number from 1 to 99 (0 among them) turns real-time
+    /// scheduling off.
+    /// `realtime_by_default`: the priority when the variable is not set
+    /// ([`DEFAULT_REALTIME_PRIORITY`], or none).
+    pub fn from_env(realtime_by_default: bool) -> WorkerSched {
         let num = |k: &str| {
             std::env::var(k)
                 .ok()
@@ -60,13 +87,45 @@ impl WorkerSched {
             nice: num("CRYPTKEEP_KEEP_NICE")
                 .filter(|n| (-20..=19).contains(n))
                 .map(|n| n as i32),
+            realtime: match std::env::var("CRYPTKEEP_KEEP_RTPRIO") {
+                Err(_) => realtime_by_default.then_some(DEFAULT_REALTIME_PRIORITY),
+                Ok(v) => v
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|p| (1..=99).contains(p)),
+            },
         }
     }
 
     /// Applies this to the calling thread; an error names what the kernel
-    /// refused.
+    /// refused. A refused real-time priority is reported and the other
+    /// settings are applied instead.
     pub fn apply_to_this_thread(&self) -> Result<(), String> {
-        if *self == WorkerSched::default() {
+        let Some(priority) = self.realtime else {
+            return self.apply_ordinary();
+        };
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: libc::SCHED_FIFO as u32,
+            sched_priority: priority,
+            ..SchedAttr::default()
+        };
+        match set_attr(&attr) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let rt = format!("SCHED_FIFO priority {priority} refused: {e}");
+                match self.apply_ordinary() {
+                    Ok(()) => Err(rt),
+                    Err(other) => Err(format!("{rt}; {other}")),
+                }
+            }
+        }
+    }
+
+    /// Applies the slice and nice value (the ordinary scheduler).
+    fn apply_ordinary(&self) -> Result<(), String> {
+        if self.slice.is_none() && self.nice.is_none() {
             return Ok(());
         }
         let attr = SchedAttr {
@@ -76,20 +135,33 @@ impl WorkerSched {
             sched_runtime: self.slice.map_or(0, |s| s.as_nanos() as u64),
             ..SchedAttr::default()
         };
-        // SAFETY: sched_setattr(2) on the calling thread (pid 0) reads
-        // `attr`, a properly sized and initialised struct that outlives
-        // the call.
-        let r =
-            unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(format!(
-                "sched_setattr({self:?}) refused: {}",
-                std::io::Error::last_os_error()
-            ))
-        }
+        set_attr(&attr).map_err(|e| {
+            format!(
+                "slice {:?} and nice {:?} refused: {e}",
+                self.slice, self.nice
+            )
+        })
     }
+}
+
+/// `sched_setattr(2)` of the calling thread.
+fn set_attr(attr: &SchedAttr) -> std::io::Result<()> {
+    // SAFETY: sched_setattr(2) on the calling thread (pid 0) reads `attr`, a
+    // properly sized and initialised struct that outlives the call.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, attr as *const SchedAttr, 0u32) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether the calling thread runs under a real-time policy
+/// (`SCHED_FIFO` or `SCHED_RR`).
+pub fn this_thread_is_realtime() -> bool {
+    // SAFETY: sched_getscheduler(2) of the calling thread; no memory passed.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
 }
 
 /// The calling thread's nice value.
@@ -111,6 +183,7 @@ mod tests {
             let s = WorkerSched {
                 slice: Some(Duration::from_micros(200)),
                 nice: None,
+                realtime: None,
             };
             s.apply_to_this_thread().unwrap();
             assert_eq!(current_nice(), before);
@@ -128,6 +201,38 @@ mod tests {
             };
             assert_eq!(r, 0);
             assert_eq!(attr.sched_runtime, 200_000);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A real-time priority puts the thread under SCHED_FIFO (the tests run
+    /// as root, which may); one the kernel refuses leaves it ordinary and
+    /// says so.
+    #[test]
+    fn a_realtime_priority_applies_and_a_refused_one_falls_back() {
+        cryptkeep_testkit::need!(root);
+        std::thread::spawn(|| {
+            assert!(!this_thread_is_realtime());
+            let refused = WorkerSched {
+                slice: None,
+                nice: None,
+                realtime: Some(100),
+            };
+            let e = refused.apply_to_this_thread().unwrap_err();
+            assert!(e.contains("SCHED_FIFO priority 100 refused"), "{e}");
+            assert!(!this_thread_is_realtime());
+            let rt = WorkerSched {
+                realtime: Some(DEFAULT_REALTIME_PRIORITY),
+                ..refused
+            };
+            rt.apply_to_this_thread().unwrap();
+            assert!(this_thread_is_realtime());
+            let mut p = libc::sched_param { sched_priority: 0 };
+            // SAFETY: sched_getparam(2) of this thread into a local.
+            let r = unsafe { libc::sched_getparam(0, &mut p) };
+            assert_eq!(r, 0);
+            assert_eq!(p.sched_priority, DEFAULT_REALTIME_PRIORITY as i32);
         })
         .join()
         .unwrap();

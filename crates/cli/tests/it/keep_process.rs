@@ -194,6 +194,58 @@ fn the_keep_is_sandboxed_and_its_key_pages_unreadable() {
     k.destroy().unwrap();
 }
 
+/// (policy, real-time priority) of every `keep-worker-*` thread of `pid`,
+/// from `/proc/PID/task/TID/stat` (fields 41 and 40, counted after the
+/// command name, which may hold spaces).
+fn worker_policies(pid: i32) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = e.unwrap().file_name().into_string().unwrap();
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm")).unwrap();
+        if !comm.starts_with("keep-worker") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        // `after` starts at field 3 (state).
+        let f: Vec<&str> = after.split(' ').collect();
+        out.push((f[41 - 3].parse().unwrap(), f[40 - 3].parse().unwrap()));
+    }
+    out
+}
+
+/// A volume keep's workers run under SCHED_FIFO at priority 1 by default
+/// (a root keep may), at the priority `CRYPTKEEP_KEEP_RTPRIO` names, and
+/// under the ordinary scheduler with `CRYPTKEEP_KEEP_RTPRIO=0` or a value
+/// that is not a priority; a runtime keep's are ordinary unless asked.
+#[test]
+fn the_keeps_workers_run_at_a_real_time_priority_unless_told_not_to() {
+    need!(root);
+    let volume = ["__keep", "scratch-volume", "--cipher", "aes-xts-plain64"];
+    let with = |args: &[&str], prio: Option<&str>| {
+        let mut cfg = spawn::SpawnConfig::new(BIN, args);
+        if let Some(p) = prio {
+            cfg.env.push(("CRYPTKEEP_KEEP_RTPRIO".into(), p.into()));
+        }
+        let (k, _) = ProcessKeep::spawn(cfg).expect("keep starts");
+        let got = worker_policies(k.pid());
+        k.destroy().unwrap();
+        assert!(!got.is_empty(), "no keep-worker threads");
+        got
+    };
+    let fifo = libc::SCHED_FIFO as u32;
+    let all = |got: Vec<(u32, u32)>, want: (u32, u32), what: &str| {
+        assert!(got.iter().all(|&p| p == want), "{what}: {got:?}");
+    };
+    all(with(&volume, None), (fifo, 1), "volume, default");
+    all(with(&volume, Some("7")), (fifo, 7), "volume, priority 7");
+    all(with(&volume, Some("0")), (0, 0), "volume, turned off");
+    all(with(&volume, Some("off")), (0, 0), "volume, not a priority");
+    let runtime = ["__keep", "runtime"];
+    all(with(&runtime, None), (0, 0), "runtime, default");
+    all(with(&runtime, Some("2")), (fifo, 2), "runtime, priority 2");
+}
+
 /// Opening `/proc/PID/mem` (what ptrace-based readers need: ptrace
 /// attach access) as root without CAP_SYS_PTRACE (setpriv drops it from
 /// the inheritable and bounding sets before exec).

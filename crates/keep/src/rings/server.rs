@@ -38,6 +38,17 @@ pub trait Handler: Send + Sync {
     fn idle_spin(&self) -> Duration {
         Duration::from_micros(50)
     }
+
+    /// Whether the workers ask for a real-time policy unless
+    /// `CRYPTKEEP_KEEP_RTPRIO` says otherwise (`crate::sched`): yes for the
+    /// few, large requests of a volume, where a woken worker that runs at
+    /// once keeps a busy machine from slowing the keep more than the
+    /// in-process crypto. A real-time worker barely polls, so a handler
+    /// whose requests come in a stream of small ones a polling worker
+    /// catches says no.
+    fn realtime_by_default(&self) -> bool {
+        true
+    }
 }
 
 /// The longest a worker keeps polling after its last request before it
@@ -51,6 +62,12 @@ fn spin_window(default: Duration) -> Duration {
         .and_then(|v| v.parse().ok())
         .map_or(default, Duration::from_micros)
 }
+
+/// The longest a worker under a real-time policy polls for the next
+/// request. Its yields would not let ordinary threads run (the daemon's
+/// among them), and a real-time thread woken on its doorbell runs at once,
+/// so it sleeps almost as soon as its queues are empty.
+const REALTIME_SPIN: Duration = Duration::from_micros(8);
 
 /// Running workers; [`Server::shutdown`] stops them.
 pub struct Server {
@@ -111,9 +128,17 @@ pub fn serve_with(
                         false
                     }
                 };
+                // Asked before the barrier: the caller may forbid the
+                // system call once every worker runs.
+                let realtime = crate::sched::this_thread_is_realtime();
                 b.wait();
                 if ok {
-                    Worker::new(a, h, w, mine).run(&s, spin)
+                    let spin = if realtime {
+                        spin.min(REALTIME_SPIN)
+                    } else {
+                        spin
+                    };
+                    Worker::new(a, h, w, mine).run(&s, spin, realtime)
                 }
             })
             .map_err(|source| Error::Sys {
@@ -182,8 +207,10 @@ impl Worker {
 
     /// Serves until `stop`. Between requests the worker polls for its spin
     /// budget (`spin`, or less when it adapts; see `spin.rs`), yielding the
-    /// CPU past the first microseconds, then sleeps on its doorbell.
-    fn run(mut self, stop: &AtomicBool, spin: Duration) {
+    /// CPU past the first microseconds (unless `realtime`: a real-time
+    /// thread's yield lets no ordinary thread run), then sleeps on its
+    /// doorbell.
+    fn run(mut self, stop: &AtomicBool, spin: Duration, realtime: bool) {
         let mut budget = SpinBudget::new(super::client::HOT_SPIN * 4, spin);
         // The end of the last request (for the budget), and when this
         // round of polling began (after a request, or after a sleep that
@@ -213,7 +240,7 @@ impl Worker {
             }
             let idle = polling_since.elapsed();
             if idle < budget.get() {
-                if idle > super::client::HOT_SPIN * 4 {
+                if !realtime && idle > super::client::HOT_SPIN * 4 {
                     std::thread::yield_now();
                 }
                 continue;

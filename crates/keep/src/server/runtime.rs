@@ -132,4 +132,11 @@ impl Handler for RuntimeHandler {
             _ => Err(STATUS_UNSUPPORTED),
         }
     }
+
+    /// No: one timed-repeat request runs for up to its budget of seconds
+    /// without a pause, which a real-time worker would run ahead of every
+    /// ordinary thread.
+    fn realtime_by_default(&self) -> bool {
+        false
+    }
 }
