@@ -14,10 +14,10 @@
 //!   that allows it, and a cgroup with a real-time budget. A real-time
 //!   worker never polls for more than a few microseconds
 //!   (`rings/server.rs`): its polls would keep ordinary threads, the
-//!   daemon's among them, off the CPU. What a flood of
-//!   requests can take from other work is bounded by the kernel's
-//!   real-time throttling (`/proc/sys/kernel/sched_rt_runtime_us`: 95 % of
-//!   each second by default, no bound at -1).
+//!   daemon's among them, off the CPU. What a flood of requests can take
+//!   from other work is bounded by the kernel's real-time throttling
+//!   (`/proc/sys/kernel/sched_rt_runtime_us`: 95 % of each second by
+//!   default, no bound at -1).
 //! - `CRYPTKEEP_KEEP_SLICE_US`: the worker's time slice for the kernel's
 //!   EEVDF scheduler (`sched_setattr`, `SCHED_OTHER` with `sched_runtime`,
 //!   Linux 6.12 and later). A short slice makes a woken worker run soon
@@ -71,6 +71,7 @@ impl WorkerSched {
     /// or is out of the kernel's range is ignored; a priority that is set
     /// but is not a number from 1 to 99 (0 among them) turns real-time
     /// scheduling off.
+    ///
     /// `realtime_by_default`: the priority when the variable is not set
     /// ([`DEFAULT_REALTIME_PRIORITY`], or none).
     pub fn from_env(realtime_by_default: bool) -> WorkerSched {
