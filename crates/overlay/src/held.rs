@@ -192,6 +192,28 @@ mod tests {
         let before = calls();
         assert_eq!(held.names().encrypt_name(b"old file", &iv).unwrap(), listed);
         assert_eq!(calls(), before);
+        // Listed again, or made and then listed: no request; a listing with
+        // new names asks only for those, and a name that does not decode
+        // fails alone, in its place.
+        let fresh = local.names().encrypt_name(b"fresh", &iv).unwrap();
+        let in_other_dir = local.names().encrypt_name(b"a", &DirIv([4u8; 16])).unwrap();
+        let listing = [listed.as_str(), "!!bad", a.as_str(), fresh.as_str()];
+        let names = held.names().decrypt_names(&listing, &iv);
+        assert_eq!(calls(), before + 1, "only `fresh` was unknown");
+        assert_eq!(names[0].as_ref().unwrap(), b"old file");
+        assert!(names[1].is_err());
+        assert_eq!(names[2].as_ref().unwrap(), b"new file");
+        assert_eq!(names[3].as_ref().unwrap(), b"fresh");
+        assert_eq!(held.names().decrypt_name(&fresh, &iv).unwrap(), b"fresh");
+        let all = held
+            .names()
+            .decrypt_names(&[a.as_str(), fresh.as_str()], &iv);
+        assert!(all.iter().all(|r| r.is_ok()));
+        assert_eq!(calls(), before + 1);
+        // A known encrypted name is known only in its own directory.
+        let elsewhere = held.names().decrypt_names(&[in_other_dir.as_str()], &iv);
+        assert_eq!(calls(), before + 2);
+        assert_ne!(elsewhere[0].as_deref().ok(), Some(&b"a"[..]));
     }
 
     /// What the held ciphers write, the in-process ciphers read, and the

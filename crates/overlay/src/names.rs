@@ -270,7 +270,10 @@ impl NameCipher {
     pub fn decrypt_name(&self, cipher: &str, iv: &DirIv) -> Result<Vec<u8>> {
         let plain = match self.mode {
             NameMode::Plain => return valid_plain(cipher, cipher.as_bytes().to_vec()),
-            NameMode::Eme { .. } => self.decrypt_raw(cipher, &iv.0)?,
+            NameMode::Eme { .. } => match self.cached_plain(cipher, iv) {
+                Some(hit) => return Ok(hit),
+                None => self.decrypt_raw(cipher, &iv.0)?,
+            },
         };
         let plain = valid_plain(cipher, plain)?;
         self.remember(&iv.0, &plain, cipher);
@@ -287,7 +290,8 @@ impl NameCipher {
 
     /// [`NameCipher::decrypt_names`] for names of several directories, each
     /// with its directory's IV: with a key holder, the listings of a tree
-    /// walk's next directories in one request.
+    /// walk's next directories in one request, and only for names not
+    /// already known (none, for a directory listed before).
     pub fn decrypt_names_of(&self, items: &[(&str, &DirIv)]) -> Vec<Result<Vec<u8>>> {
         let h = match &self.eme {
             NameEngine::Held(h) if self.mode != NameMode::Plain => h,
@@ -298,29 +302,51 @@ impl NameCipher {
                     .collect()
             }
         };
-        let mut decoded: Vec<Result<Vec<u8>>> =
-            items.iter().map(|(c, _)| self.decode_raw(c)).collect();
+        // Known names are answered; the rest are decoded for the holder.
+        let mut out: Vec<Option<Result<Vec<u8>>>> = items
+            .iter()
+            .map(|(c, iv)| self.cached_plain(c, iv).map(Ok))
+            .collect();
+        let mut decoded: Vec<Option<Result<Vec<u8>>>> = items
+            .iter()
+            .zip(&out)
+            .map(|((c, _), known)| known.is_none().then(|| self.decode_raw(c)))
+            .collect();
         let mut bins: Vec<(&[u8; 16], &mut [u8])> = items
             .iter()
             .zip(decoded.iter_mut())
-            .filter_map(|((_, iv), d)| d.as_mut().ok().map(|b| (&iv.0, b.as_mut_slice())))
-            .collect();
-        if let Err(e) = h.eme_many(false, &mut bins) {
-            let msg = e.to_string();
-            return items
-                .iter()
-                .map(|_| Err(Error::KeyHolder(msg.clone())))
-                .collect();
-        }
-        items
-            .iter()
-            .zip(decoded)
-            .map(|((c, iv), d)| {
-                let plain = valid_plain(c, unpad(c, d?)?)?;
-                self.remember(&iv.0, &plain, c);
-                Ok(plain)
+            .filter_map(|((_, iv), d)| match d {
+                Some(Ok(b)) => Some((&iv.0, b.as_mut_slice())),
+                _ => None,
             })
+            .collect();
+        if !bins.is_empty() {
+            if let Err(e) = h.eme_many(false, &mut bins) {
+                let msg = e.to_string();
+                return items
+                    .iter()
+                    .map(|_| Err(Error::KeyHolder(msg.clone())))
+                    .collect();
+            }
+        }
+        for (((c, iv), d), slot) in items.iter().zip(decoded).zip(out.iter_mut()) {
+            if let Some(d) = d {
+                *slot = Some(d.and_then(|bin| {
+                    let plain = valid_plain(c, unpad(c, bin)?)?;
+                    self.remember(&iv.0, &plain, c);
+                    Ok(plain)
+                }));
+            }
+        }
+        out.into_iter()
+            .map(|r| r.expect("every name is known or decrypted"))
             .collect()
+    }
+
+    /// The plaintext of `cipher` in a directory with IV `iv`, if the cache
+    /// has the pair (only with a key holder).
+    fn cached_plain(&self, cipher: &str, iv: &DirIv) -> Option<Vec<u8>> {
+        self.cache.as_ref().and_then(|c| c.plain_of(&iv.0, cipher))
     }
 
     /// Checks that a `.name` file's content belongs to the hashed name
