@@ -1,7 +1,7 @@
 //! How the keep's workers are scheduled. Each worker runs the crypto of an
 //! I/O that a thread of the daemon sleeps on, so under contention the pair
 //! gets one thread's share of the CPU plus two wake-ups per request, where
-//! `--keep inline` gets one thread's share and none. Three knobs, read
+//! `--keep inline` gets one thread's share and none. Four knobs, read
 //! from the environment when the workers start, change that:
 //!
 //! - `CRYPTKEEP_KEEP_RTPRIO` (default 1 for a volume's keep; 0 for an
@@ -25,6 +25,14 @@
 //!   same.
 //! - `CRYPTKEEP_KEEP_NICE`: the worker's nice value (lower is a larger
 //!   share; below 0 needs `CAP_SYS_NICE`, which a root daemon has).
+//! - `CRYPTKEEP_KEEP_PIN` (1 for a volume's keep, 0 for an overlay's and
+//!   the runtime keep; `1` or `0` chooses): each worker is pinned to one
+//!   CPU of those the keep may use ([`pin_to_nth_cpu`]), and a daemon
+//!   thread whose last request was large sends the next to the worker on
+//!   the CPU it runs on (`rings/client.rs`). That crypto then runs where
+//!   the request's data is in the cache, while the requester sleeps,
+//!   leaving the other CPUs to other work. It speeds up streams of large
+//!   requests and slows down many small ones (docs/guide/performance.md).
 //!
 //! All are best effort: a kernel or a user that refuses them leaves the
 //! worker as it was (a refused real-time priority falls back to the other
@@ -171,6 +179,49 @@ fn current_nice() -> i32 {
     unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
 }
 
+/// Whether the workers are pinned: `CRYPTKEEP_KEEP_PIN` (`1` on, `0`
+/// off), `default` (the handler's choice) when it is unset or anything
+/// else.
+pub fn pin_from_env(default: bool) -> bool {
+    match std::env::var("CRYPTKEEP_KEEP_PIN").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => default,
+    }
+}
+
+/// Pins the calling thread to the `n`-th (modulo their number) of the
+/// CPUs it may run on (`sched_setaffinity(2)`); returns that CPU.
+pub fn pin_to_nth_cpu(n: usize) -> std::io::Result<usize> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is plain data (all zeros is the empty set).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity(2) of this thread writes at most `size`
+    // bytes into `set`, a local of that size.
+    let got = unsafe { libc::sched_getaffinity(0, size, &mut set) };
+    if got != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads bit `c` of `set`; `c` < CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    let Some(&cpu) = cpus.get(n % cpus.len().max(1)) else {
+        return Err(std::io::Error::other("no CPU to run on"));
+    };
+    // SAFETY: as above.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET sets bit `cpu` (< CPU_SETSIZE) of a local set.
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: sched_setaffinity(2) of this thread reads `size` bytes of a
+    // local set.
+    let set_ok = unsafe { libc::sched_setaffinity(0, size, &one) };
+    if set_ok != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cpu)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +256,33 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A pinned thread runs on the CPU it was pinned to, and only there.
+    #[test]
+    fn a_pinned_thread_runs_on_its_cpu() {
+        for n in 0..3 {
+            std::thread::spawn(move || {
+                let cpu = pin_to_nth_cpu(n).unwrap();
+                for _ in 0..100 {
+                    std::thread::yield_now();
+                    // SAFETY: no arguments.
+                    assert_eq!(unsafe { libc::sched_getcpu() }, cpu as i32);
+                }
+                // SAFETY: cpu_set_t is plain data (all zeros is the empty set).
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: writes at most the size passed into a local set.
+                let r = unsafe {
+                    libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+                };
+                assert_eq!(r, 0);
+                // SAFETY: counts the bits of a local set.
+                let count = unsafe { libc::CPU_COUNT(&set) };
+                assert_eq!(count, 1);
+            })
+            .join()
+            .unwrap();
+        }
     }
 
     /// A real-time priority puts the thread under SCHED_FIFO (the tests run

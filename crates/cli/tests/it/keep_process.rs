@@ -198,20 +198,16 @@ fn the_keep_is_sandboxed_and_its_key_pages_unreadable() {
 /// from `/proc/PID/task/TID/stat` (fields 41 and 40, counted after the
 /// command name, which may hold spaces).
 fn worker_policies(pid: i32) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let t = e.unwrap().file_name().into_string().unwrap();
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm")).unwrap();
-        if !comm.starts_with("keep-worker") {
-            continue;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/stat")).unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        // `after` starts at field 3 (state).
-        let f: Vec<&str> = after.split(' ').collect();
-        out.push((f[41 - 3].parse().unwrap(), f[40 - 3].parse().unwrap()));
-    }
-    out
+    crate::common::keep_worker_tids(pid)
+        .iter()
+        .map(|t| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            // `after` starts at field 3 (state).
+            let f: Vec<&str> = after.split(' ').collect();
+            (f[41 - 3].parse().unwrap(), f[40 - 3].parse().unwrap())
+        })
+        .collect()
 }
 
 /// A volume keep's workers run under SCHED_FIFO at priority 1 by default
@@ -244,6 +240,48 @@ fn the_keeps_workers_run_at_a_real_time_priority_unless_told_not_to() {
     let runtime = ["__keep", "runtime"];
     all(with(&runtime, None), (0, 0), "runtime, default");
     all(with(&runtime, Some("2")), (fifo, 2), "runtime, priority 2");
+}
+
+/// A volume keep's workers are each pinned to one CPU, a different one
+/// for each (one worker per CPU by default), unless
+/// `CRYPTKEEP_KEEP_PIN=0`; a runtime keep's may run on every CPU unless
+/// `CRYPTKEEP_KEEP_PIN=1`.
+#[test]
+fn volume_keep_workers_are_pinned_unless_told_not_to() {
+    let volume = ["__keep", "scratch-volume", "--cipher", "aes-xts-plain64"];
+    let runtime = ["__keep", "runtime"];
+    let with = |args: &[&str], pin: Option<&str>| {
+        let mut cfg = spawn::SpawnConfig::new(BIN, args);
+        if let Some(p) = pin {
+            cfg.env.push(("CRYPTKEEP_KEEP_PIN".into(), p.into()));
+        }
+        let (k, _) = ProcessKeep::spawn(cfg).expect("keep starts");
+        let got = crate::common::keep_worker_cpus(k.pid());
+        k.destroy().unwrap();
+        assert!(!got.is_empty(), "no keep-worker threads");
+        got
+    };
+    let pinned = |got: Vec<String>, what: &str| {
+        assert!(
+            got.iter().all(|c| c.parse::<usize>().is_ok()),
+            "{what}: {got:?}"
+        );
+        let mut distinct = got.clone();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            got.len(),
+            "{what}: one worker per CPU: {got:?}"
+        );
+    };
+    let all = crate::common::own_cpus();
+    let free = |got: Vec<String>, what: &str| {
+        assert!(got.iter().all(|c| *c == all), "{what}: {got:?} vs {all}");
+    };
+    pinned(with(&volume, None), "volume, default");
+    free(with(&volume, Some("0")), "volume, turned off");
+    free(with(&runtime, None), "runtime, default");
+    pinned(with(&runtime, Some("1")), "runtime, asked");
 }
 
 /// Opening `/proc/PID/mem` (what ptrace-based readers need: ptrace

@@ -11,7 +11,8 @@
 //!   20      slot_bytes u32        (multiple of 4096)
 //!   24      workers u32           (set by the keep before it hands the arena over)
 //!   64      shutdown u32          (non-zero: the keep is stopping; own cache line)
-//!   128+64w doorbell of worker w: seq u32 @+0, sleeping u32 @+4 (w < 32)
+//!   128+64w doorbell of worker w: seq u32 @+0, sleeping u32 @+4 (w < 32),
+//!           cpu u32 @+8 (1 + the CPU the worker is pinned to; 0: not pinned)
 //! 4096+4096q  queue q (4096 each)
 //!   0       sq_tail u32   written by the I/O side
 //!   64      sq_head u32   written by the keep
@@ -258,6 +259,12 @@ impl Arena {
     /// Whether worker `w` sleeps on its doorbell.
     pub(crate) fn doorbell_sleeping(&self, w: usize) -> &AtomicU32 {
         self.word(128 + 64 * (w % MAX_WORKERS) + 4)
+    }
+
+    /// 1 + the CPU worker `w` is pinned to, or 0: set by the worker
+    /// before the arena is handed over.
+    pub(crate) fn worker_cpu(&self, w: usize) -> &AtomicU32 {
+        self.word(128 + 64 * (w % MAX_WORKERS) + 8)
     }
 
     /// Byte offset of queue `q`'s control block.

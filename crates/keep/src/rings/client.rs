@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::arena::Arena;
+use super::arena::{Arena, MAX_WORKERS};
 use super::entry::{read_cqe, write_sqe, Submission};
 use super::futex;
 use super::spin::SpinBudget;
@@ -50,6 +50,10 @@ struct QueueState {
     woke_worker: bool,
     /// How long to wait awake for an answer after waking a worker.
     after_wake: SpinBudget,
+    /// Leased by a thread on the CPU this queue's worker is pinned to: the
+    /// caller sleeps at once, since its polls would only keep the worker
+    /// off that CPU.
+    local: bool,
 }
 
 /// The I/O process's handle on a keep's arena.
@@ -59,11 +63,28 @@ pub struct Client {
     queues: Vec<Mutex<QueueState>>,
     gone: AtomicBool,
     spin: Duration,
+    /// Worker threads of the keep (queue q is served by worker q mod this).
+    workers: usize,
+    /// For each CPU, 1 + the worker pinned to it, or 0 (empty when no
+    /// worker is pinned).
+    cpu_worker: Vec<u16>,
 }
+
+/// CPUs past this are not looked up (the kernel's default `NR_CPUS`
+/// ceiling); a keep claiming one there is taken as not pinned.
+const MAX_CPUS: u32 = 8192;
 
 thread_local! {
     static START: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// The calling thread's last request was a large one.
+    static LAST_LARGE: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Requests with at least this many bytes of input are large: a stream's
+/// runs of content blocks, not names or single small blocks. With pinned
+/// workers, a thread whose last request was large sends the next to the
+/// worker on its own CPU.
+pub(crate) const LARGE_REQUEST: usize = 64 << 10;
 static NEXT_START: AtomicUsize = AtomicUsize::new(0);
 
 impl Client {
@@ -82,15 +103,32 @@ impl Client {
                     next_tag: 1,
                     woke_worker: false,
                     after_wake: SpinBudget::new(HOT_SPIN, spin.max(WAKE_SPIN)),
+                    local: false,
                 })
             })
             .collect();
+        let workers = (arena.workers().load(Ordering::SeqCst) as usize).clamp(1, MAX_WORKERS);
+        let mut cpu_worker = Vec::new();
+        for w in 0..workers {
+            let cpu = arena.worker_cpu(w).load(Ordering::SeqCst);
+            if (1..=MAX_CPUS).contains(&cpu) {
+                let cpu = cpu as usize - 1;
+                if cpu_worker.len() <= cpu {
+                    cpu_worker.resize(cpu + 1, 0);
+                }
+                if cpu_worker[cpu] == 0 {
+                    cpu_worker[cpu] = w as u16 + 1;
+                }
+            }
+        }
         Ok(Client {
             arena,
             peer,
             queues,
             gone: AtomicBool::new(false),
             spin,
+            workers,
+            cpu_worker,
         })
     }
 
@@ -141,6 +179,12 @@ impl Client {
         f(&mut slot)
     }
 
+    /// A queue for the calling thread. With pinned workers: after a large
+    /// request, one of the worker on the CPU the thread runs on; after a
+    /// small one, one of a worker on another CPU (which polls for the
+    /// next). Otherwise, or with those busy, the first free one from the
+    /// thread's own starting point, or, all busy, its starting queue once
+    /// free.
     fn take_queue(&self) -> (usize, MutexGuard<'_, QueueState>) {
         let n = self.queues.len();
         let start = START.with(|s| {
@@ -149,14 +193,49 @@ impl Client {
             }
             s.get()
         });
+        let here = self.worker_here();
+        if let Some(w) = here {
+            if LAST_LARGE.get() {
+                for q in (w..n).step_by(self.workers) {
+                    if let Ok(mut g) = self.queues[q].try_lock() {
+                        g.local = true;
+                        return (q, g);
+                    }
+                }
+            }
+        }
         for i in 0..n {
             let q = (start + i) % n;
-            if let Ok(g) = self.queues[q].try_lock() {
+            if here.is_some_and(|w| q % self.workers == w) {
+                continue;
+            }
+            if let Ok(mut g) = self.queues[q].try_lock() {
+                g.local = false;
+                return (q, g);
+            }
+        }
+        for i in 0..n {
+            let q = (start + i) % n;
+            if let Ok(mut g) = self.queues[q].try_lock() {
+                g.local = false;
                 return (q, g);
             }
         }
         let q = start % n;
-        (q, self.queues[q].lock().unwrap_or_else(|p| p.into_inner()))
+        let mut g = self.queues[q].lock().unwrap_or_else(|p| p.into_inner());
+        g.local = false;
+        (q, g)
+    }
+
+    /// The worker pinned to the CPU the calling thread runs on, if any.
+    fn worker_here(&self) -> Option<usize> {
+        if self.cpu_worker.is_empty() {
+            return None;
+        }
+        // SAFETY: sched_getcpu(3) takes no arguments (vDSO or getcpu(2)).
+        let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
+        let w = *self.cpu_worker.get(cpu)?;
+        (w != 0).then(|| w as usize - 1)
     }
 
     /// Pushes an arbitrary descriptor on `queue` and waits for its
@@ -211,6 +290,7 @@ impl Client {
 
     /// Pushes `s` on queue `q` and rings its worker's doorbell.
     fn submit(&self, q: usize, st: &mut QueueState, s: &Submission) -> Result<(), Error> {
+        LAST_LARGE.set(s.in_len as usize >= LARGE_REQUEST);
         if self.gone.load(Ordering::Relaxed) {
             return Err(Error::Gone);
         }
@@ -229,8 +309,7 @@ impl Client {
         unsafe { write_sqe(a.sqe(q, st.sq_tail), s) };
         st.sq_tail = st.sq_tail.wrapping_add(1);
         a.word(off).store(st.sq_tail, Ordering::SeqCst);
-        let workers = (a.workers().load(Ordering::Relaxed) as usize).max(1);
-        let w = q % workers;
+        let w = q % self.workers;
         a.doorbell_seq(w).fetch_add(1, Ordering::SeqCst);
         if a.doorbell_sleeping(w).load(Ordering::SeqCst) != 0 {
             futex::wake(a.doorbell_seq(w), 1);
@@ -250,7 +329,11 @@ impl Client {
     ) -> Result<super::entry::Completion, Error> {
         let a = &self.arena;
         let off = a.queue_off(q);
-        if std::mem::take(&mut st.woke_worker) {
+        if st.local {
+            // The worker runs on this CPU once this thread sleeps.
+            st.woke_worker = false;
+            self.wait_completion(q, st, Duration::ZERO)?;
+        } else if std::mem::take(&mut st.woke_worker) {
             let budget = st.after_wake.get();
             let (waited, slept) = self.wait_completion(q, st, budget)?;
             if slept {

@@ -49,6 +49,19 @@ pub trait Handler: Send + Sync {
     fn realtime_by_default(&self) -> bool {
         true
     }
+
+    /// Whether each worker is pinned to a CPU (one worker per CPU by
+    /// default) unless `CRYPTKEEP_KEEP_PIN` says otherwise (`crate::sched`):
+    /// yes for a volume's large requests. A daemon thread whose last
+    /// request was large sends the next to the worker on its own CPU,
+    /// which runs it while the thread sleeps, where the data is in the
+    /// cache and without taking a second CPU from other work; small
+    /// requests go to a worker on another CPU, which polls for them
+    /// (`rings/client.rs`). A handler whose requests are mostly small
+    /// says no.
+    fn pin_workers(&self) -> bool {
+        true
+    }
 }
 
 /// The longest a worker keeps polling after its last request before it
@@ -103,6 +116,7 @@ pub fn serve_with(
     arena.workers().store(workers as u32, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let spin = spin_window(handler.idle_spin());
+    let pin = crate::sched::pin_from_env(handler.pin_workers());
     // Return only once every worker runs: a thread's start-up system calls
     // (set_robust_list, rseq, its name) must be over before the caller
     // applies a seccomp filter.
@@ -131,6 +145,17 @@ pub fn serve_with(
                 // Asked before the barrier: the caller may forbid the
                 // system call once every worker runs.
                 let realtime = crate::sched::this_thread_is_realtime();
+                // Pinned, and the CPU published, before the arena is
+                // handed over (and before seccomp).
+                let pinned = pin && ok && {
+                    match crate::sched::pin_to_nth_cpu(w) {
+                        Ok(cpu) => {
+                            a.worker_cpu(w).store(cpu as u32 + 1, Ordering::SeqCst);
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                };
                 b.wait();
                 if ok {
                     let spin = if realtime {
@@ -138,7 +163,7 @@ pub fn serve_with(
                     } else {
                         spin
                     };
-                    Worker::new(a, h, w, mine).run(&s, spin, realtime)
+                    Worker::new(a, h, w, mine).run(&s, spin, realtime, pinned)
                 }
             })
             .map_err(|source| Error::Sys {
@@ -190,6 +215,9 @@ struct Worker {
     queues: Vec<usize>,
     sq_head: Vec<u32>,
     cq_tail: Vec<u32>,
+    /// The last request served carried at least
+    /// [`super::client::LARGE_REQUEST`] bytes of input.
+    last_large: bool,
 }
 
 impl Worker {
@@ -202,6 +230,7 @@ impl Worker {
             queues,
             sq_head: vec![0; n],
             cq_tail: vec![0; n],
+            last_large: false,
         }
     }
 
@@ -209,8 +238,10 @@ impl Worker {
     /// budget (`spin`, or less when it adapts; see `spin.rs`), yielding the
     /// CPU past the first microseconds (unless `realtime`: a real-time
     /// thread's yield lets no ordinary thread run), then sleeps on its
-    /// doorbell.
-    fn run(mut self, stop: &AtomicBool, spin: Duration, realtime: bool) {
+    /// doorbell. A `pinned` worker does not poll after a large request:
+    /// those come from threads on its own CPU, which its polls would only
+    /// keep waiting.
+    fn run(mut self, stop: &AtomicBool, spin: Duration, realtime: bool, pinned: bool) {
         let mut budget = SpinBudget::new(super::client::HOT_SPIN * 4, spin);
         // The end of the last request (for the budget), and when this
         // round of polling began (after a request, or after a sleep that
@@ -239,7 +270,12 @@ impl Worker {
                 continue;
             }
             let idle = polling_since.elapsed();
-            if idle < budget.get() {
+            let limit = if pinned && self.last_large {
+                Duration::ZERO
+            } else {
+                budget.get()
+            };
+            if idle < limit {
                 if !realtime && idle > super::client::HOT_SPIN * 4 {
                     std::thread::yield_now();
                 }
@@ -321,6 +357,7 @@ impl Worker {
             let s = unsafe { read_sqe(a.sqe(q, self.sq_head[i])) };
             self.sq_head[i] = self.sq_head[i].wrapping_add(1);
             a.word(off + 64).store(self.sq_head[i], Ordering::Release);
+            self.last_large = s.in_len as usize >= super::client::LARGE_REQUEST;
             let c = execute(a, &*self.handler, q, &s);
             // SAFETY: masked into this queue's completion ring.
             unsafe { write_cqe(a.cqe(q, self.cq_tail[i]), &c) };

@@ -125,4 +125,12 @@ impl Handler for OverlayHandler {
     fn realtime_by_default(&self) -> bool {
         false
     }
+
+    /// No: pinned workers made streams of writes through `fs mount
+    /// --keep` faster but tar extracts, whose many small requests are
+    /// caught best by workers that poll wherever the scheduler puts them,
+    /// slower (docs/guide/performance.md).
+    fn pin_workers(&self) -> bool {
+        false
+    }
 }

@@ -139,4 +139,11 @@ impl Handler for RuntimeHandler {
     fn realtime_by_default(&self) -> bool {
         false
     }
+
+    /// No: its measurements compare the keep's crypto with the host's, and
+    /// a timed repeat should run wherever the scheduler finds room, as the
+    /// host's does.
+    fn pin_workers(&self) -> bool {
+        false
+    }
 }

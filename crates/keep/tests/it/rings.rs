@@ -17,9 +17,11 @@ const OP_XOR: u32 = 100;
 const OP_FAIL: u32 = 101;
 const OP_SLOW: u32 = 102;
 const OP_GROW: u32 = 103;
+const OP_CPU: u32 = 104;
 
 /// XORs with 0x5a (OP_XOR), fails (OP_FAIL), sleeps 300 ms (OP_SLOW),
-/// answers one byte more than its input (OP_GROW).
+/// answers one byte more than its input (OP_GROW), answers the CPU the
+/// worker runs on (OP_CPU, 4 bytes).
 struct TestHandler;
 
 impl Handler for TestHandler {
@@ -35,6 +37,12 @@ impl Handler for TestHandler {
             OP_SLOW => {
                 std::thread::sleep(Duration::from_millis(300));
                 Ok(0)
+            }
+            OP_CPU => {
+                // SAFETY: sched_getcpu(3) takes no arguments.
+                let cpu = unsafe { libc::sched_getcpu() } as u32;
+                buf[..4].copy_from_slice(&cpu.to_le_bytes());
+                Ok(4)
             }
             OP_GROW => {
                 if in_len < buf.len() {
@@ -88,8 +96,15 @@ struct Peer {
 }
 
 fn start() -> Peer {
+    start_with(&[])
+}
+
+/// [`start`], the keep side with `env` added to its environment.
+fn start_with(env: &[(&str, &str)]) -> Peer {
+    let mut all = vec![(CHILD_ENV.into(), "1".into())];
+    all.extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
     let sp = spawn::spawn(spawn::SpawnConfig {
-        env: vec![(CHILD_ENV.into(), "1".into())],
+        env: all,
         ..spawn::SpawnConfig::new(
             std::env::current_exe().unwrap(),
             ["--exact", "rings::child_server", "--nocapture"],
@@ -164,6 +179,39 @@ fn many_threads_get_their_own_answers() {
         .call(OP_XOR, 0, &mut vec![0u8; max + 1], 1)
         .is_err());
     p.client.call(0, 0, &mut [], 0).unwrap();
+}
+
+/// With pinned workers, a thread whose last request was large (64 KiB of
+/// input) is served on its own CPU, whichever CPU that is; one whose last
+/// request was small is served on another CPU, where there is one.
+#[test]
+fn pinned_workers_serve_large_requests_on_the_callers_cpu() {
+    let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "1")]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let served_on = |len: usize| {
+        let mut buf = vec![0u8; len.max(4)];
+        let got = p.client.call(OP_CPU, 0, &mut buf, len).unwrap();
+        assert_eq!(got, 4);
+        u32::from_le_bytes(buf[..4].try_into().unwrap())
+    };
+    for n in 0..cpus.min(2) {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let cpu = cryptkeep_keep::sched::pin_to_nth_cpu(n).unwrap() as u32;
+                served_on(64 << 10);
+                for _ in 0..20 {
+                    assert_eq!(served_on(64 << 10), cpu, "a large request elsewhere");
+                }
+                served_on(0);
+                for _ in 0..20 {
+                    let on = served_on(16);
+                    if cpus > 1 {
+                        assert_ne!(on, cpu, "a small request on the caller's CPU");
+                    }
+                }
+            });
+        });
+    }
 }
 
 #[test]

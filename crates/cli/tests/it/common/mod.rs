@@ -32,3 +32,45 @@ pub fn tempdir(prefix: &str) -> PathBuf {
         .unwrap();
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
+
+/// The thread ids of process `pid`'s `keep-worker` threads.
+pub fn keep_worker_tids(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|t| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm"))
+                .unwrap()
+                .starts_with("keep-worker")
+        })
+        .collect()
+}
+
+/// The `Cpus_allowed_list` of each `keep-worker` thread of process `pid`
+/// (`/proc/PID/task/TID/status`): `"1"` for a worker pinned to CPU 1.
+pub fn keep_worker_cpus(pid: i32) -> Vec<String> {
+    let mut out: Vec<String> = keep_worker_tids(pid)
+        .iter()
+        .map(|t| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status")).unwrap();
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .expect("a Cpus_allowed_list line");
+            list.trim().to_string()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The CPUs this process may run on, as `Cpus_allowed_list` writes them.
+pub fn own_cpus() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("a Cpus_allowed_list line")
+        .trim()
+        .to_string()
+}
