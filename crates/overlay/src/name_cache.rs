@@ -54,21 +54,23 @@ impl Generation {
     }
 
     fn insert(&mut self, iv: &[u8; 16], plain: &[u8], cipher: &str) {
-        let old = self
-            .to_cipher
+        // Either name already paired (never with another name, as EME is a
+        // permutation, but the accounting must not depend on it) is taken
+        // out first, both ways.
+        self.take_by_plain(iv, plain);
+        self.take_by_cipher(iv, cipher);
+        self.to_cipher
             .insert((*iv, Box::from(plain)), Box::from(cipher));
         self.to_plain
             .insert((*iv, Box::from(cipher)), Box::from(plain));
-        if old.is_none() {
-            self.bytes += pair_cost(plain, cipher);
-        }
+        self.bytes += pair_cost(plain, cipher);
     }
 
     /// Takes the pair out of both maps, found by its plaintext name.
     fn take_by_plain(&mut self, iv: &[u8; 16], plain: &[u8]) -> Option<Box<str>> {
         let cipher = self.to_cipher.remove(&(*iv, Box::from(plain)))?;
         self.to_plain.remove(&(*iv, cipher.clone()));
-        self.bytes -= pair_cost(plain, &cipher);
+        self.bytes = self.bytes.saturating_sub(pair_cost(plain, &cipher));
         Some(cipher)
     }
 
@@ -76,7 +78,7 @@ impl Generation {
     fn take_by_cipher(&mut self, iv: &[u8; 16], cipher: &str) -> Option<Box<[u8]>> {
         let plain = self.to_plain.remove(&(*iv, Box::from(cipher)))?;
         self.to_cipher.remove(&(*iv, plain.clone()));
-        self.bytes -= pair_cost(&plain, cipher);
+        self.bytes = self.bytes.saturating_sub(pair_cost(&plain, cipher));
         Some(plain)
     }
 }
@@ -200,6 +202,19 @@ mod tests {
     }
 
     #[test]
+    fn a_pair_put_again_or_replaced_is_counted_once() {
+        let c = NameCache::default();
+        c.put(&[0; 16], b"a", "X");
+        c.put(&[0; 16], b"a", "X");
+        c.put(&[0; 16], b"a", "Y");
+        c.put(&[0; 16], b"b", "Y");
+        let g = c.maps.lock().unwrap();
+        assert_eq!(g.0.to_cipher.len(), 1);
+        assert_eq!(g.0.to_plain.len(), 1);
+        assert_eq!(g.0.bytes, pair_cost(b"b", "Y"));
+    }
+
+    #[test]
     fn long_names_fill_a_generation_by_bytes() {
         let c = NameCache::default();
         let plain = [b'p'; 255];
@@ -218,6 +233,7 @@ mod tests {
         assert!(old < MAX_ENTRIES && old > 0, "{old}");
         assert_eq!(new + old, n);
         let g = c.maps.lock().unwrap();
-        assert!(g.0.bytes + g.1.bytes <= 2 * MAX_BYTES);
+        assert!(g.0.bytes < MAX_BYTES + per_pair && g.1.bytes < MAX_BYTES + per_pair);
+        assert_eq!(g.1.bytes, old * per_pair);
     }
 }

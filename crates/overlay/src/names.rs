@@ -271,7 +271,7 @@ impl NameCipher {
         let plain = match self.mode {
             NameMode::Plain => return valid_plain(cipher, cipher.as_bytes().to_vec()),
             NameMode::Eme { .. } => match self.cached_plain(cipher, iv) {
-                Some(hit) => return Ok(hit),
+                Some(hit) => hit,
                 None => self.decrypt_raw(cipher, &iv.0)?,
             },
         };
@@ -305,7 +305,7 @@ impl NameCipher {
         // Known names are answered; the rest are decoded for the holder.
         let mut out: Vec<Option<Result<Vec<u8>>>> = items
             .iter()
-            .map(|(c, iv)| self.cached_plain(c, iv).map(Ok))
+            .map(|(c, iv)| self.cached_plain(c, iv).map(|p| valid_plain(c, p)))
             .collect();
         let mut decoded: Vec<Option<Result<Vec<u8>>>> = items
             .iter()
@@ -344,7 +344,10 @@ impl NameCipher {
     }
 
     /// The plaintext of `cipher` in a directory with IV `iv`, if the cache
-    /// has the pair (only with a key holder).
+    /// has the pair (only with a key holder). The caller still checks that
+    /// it is a valid file name: xattr names share the cache (under their
+    /// own fixed IV, which a hostile `gocryptfs.diriv` can copy) and allow
+    /// what file names do not, such as '/'.
     fn cached_plain(&self, cipher: &str, iv: &DirIv) -> Option<Vec<u8>> {
         self.cache.as_ref().and_then(|c| c.plain_of(&iv.0, cipher))
     }

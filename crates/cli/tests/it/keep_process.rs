@@ -275,6 +275,10 @@ fn volume_keep_workers_are_pinned_unless_told_not_to() {
         );
     };
     let all = crate::common::own_cpus();
+    if all.parse::<usize>().is_ok() {
+        eprintln!("one CPU ({all}): pinned and unpinned workers look alike; skipped");
+        return;
+    }
     let free = |got: Vec<String>, what: &str| {
         assert!(got.iter().all(|c| *c == all), "{what}: {got:?} vs {all}");
     };

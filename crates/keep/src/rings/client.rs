@@ -65,13 +65,14 @@ pub struct Client {
     spin: Duration,
     /// Worker threads of the keep (queue q is served by worker q mod this).
     workers: usize,
-    /// For each CPU, 1 + the worker pinned to it, or 0 (empty when no
-    /// worker is pinned).
-    cpu_worker: Vec<u16>,
+    /// For each worker, 1 + the CPU it is pinned to, or 0.
+    worker_cpu: Vec<u32>,
+    /// Whether any worker is pinned.
+    pinned: bool,
 }
 
-/// CPUs past this are not looked up (the kernel's default `NR_CPUS`
-/// ceiling); a keep claiming one there is taken as not pinned.
+/// CPU numbers past this (the kernel's default `NR_CPUS` ceiling) are
+/// taken as "not pinned".
 const MAX_CPUS: u32 = 8192;
 
 thread_local! {
@@ -107,20 +108,13 @@ impl Client {
                 })
             })
             .collect();
-        let workers = (arena.workers().load(Ordering::SeqCst) as usize).clamp(1, MAX_WORKERS);
-        let mut cpu_worker = Vec::new();
-        for w in 0..workers {
-            let cpu = arena.worker_cpu(w).load(Ordering::SeqCst);
-            if (1..=MAX_CPUS).contains(&cpu) {
-                let cpu = cpu as usize - 1;
-                if cpu_worker.len() <= cpu {
-                    cpu_worker.resize(cpu + 1, 0);
-                }
-                if cpu_worker[cpu] == 0 {
-                    cpu_worker[cpu] = w as u16 + 1;
-                }
-            }
-        }
+        let workers =
+            (arena.workers().load(Ordering::SeqCst) as usize).clamp(1, MAX_WORKERS.min(n));
+        let worker_cpu: Vec<u32> = (0..workers)
+            .map(|w| arena.worker_cpu(w).load(Ordering::SeqCst))
+            .map(|c| if c <= MAX_CPUS { c } else { 0 })
+            .collect();
+        let pinned = worker_cpu.iter().any(|&c| c != 0);
         Ok(Client {
             arena,
             peer,
@@ -128,7 +122,8 @@ impl Client {
             gone: AtomicBool::new(false),
             spin,
             workers,
-            cpu_worker,
+            worker_cpu,
+            pinned,
         })
     }
 
@@ -180,11 +175,12 @@ impl Client {
     }
 
     /// A queue for the calling thread. With pinned workers: after a large
-    /// request, one of the worker on the CPU the thread runs on; after a
+    /// request, one of a worker on the CPU the thread runs on; after a
     /// small one, one of a worker on another CPU (which polls for the
     /// next). Otherwise, or with those busy, the first free one from the
     /// thread's own starting point, or, all busy, its starting queue once
-    /// free.
+    /// free. The lease is `local` when the queue's worker is pinned to the
+    /// thread's CPU, whichever way it was chosen.
     fn take_queue(&self) -> (usize, MutexGuard<'_, QueueState>) {
         let n = self.queues.len();
         let start = START.with(|s| {
@@ -193,49 +189,35 @@ impl Client {
             }
             s.get()
         });
-        let here = self.worker_here();
-        if let Some(w) = here {
-            if LAST_LARGE.get() {
-                for q in (w..n).step_by(self.workers) {
-                    if let Ok(mut g) = self.queues[q].try_lock() {
-                        g.local = true;
-                        return (q, g);
-                    }
-                }
-            }
-        }
-        for i in 0..n {
-            let q = (start + i) % n;
-            if here.is_some_and(|w| q % self.workers == w) {
-                continue;
-            }
-            if let Ok(mut g) = self.queues[q].try_lock() {
-                g.local = false;
-                return (q, g);
-            }
-        }
-        for i in 0..n {
-            let q = (start + i) % n;
-            if let Ok(mut g) = self.queues[q].try_lock() {
-                g.local = false;
-                return (q, g);
-            }
-        }
-        let q = start % n;
-        let mut g = self.queues[q].lock().unwrap_or_else(|p| p.into_inner());
-        g.local = false;
+        let here = self.cpu_here();
+        let on_here = |q: usize| here.is_some_and(|c| self.worker_cpu[q % self.workers] == c);
+        let order = || (0..n).map(move |i| (start + i) % n);
+        let chosen = if here.is_some() {
+            let large = LAST_LARGE.get();
+            order()
+                .filter(|&q| on_here(q) == large)
+                .find_map(|q| self.queues[q].try_lock().ok().map(|g| (q, g)))
+        } else {
+            None
+        };
+        let (q, mut g) = chosen
+            .or_else(|| order().find_map(|q| self.queues[q].try_lock().ok().map(|g| (q, g))))
+            .unwrap_or_else(|| {
+                let q = start % n;
+                (q, self.queues[q].lock().unwrap_or_else(|p| p.into_inner()))
+            });
+        g.local = on_here(q);
         (q, g)
     }
 
-    /// The worker pinned to the CPU the calling thread runs on, if any.
-    fn worker_here(&self) -> Option<usize> {
-        if self.cpu_worker.is_empty() {
+    /// 1 + the CPU the calling thread runs on, when some worker is pinned.
+    fn cpu_here(&self) -> Option<u32> {
+        if !self.pinned {
             return None;
         }
         // SAFETY: sched_getcpu(3) takes no arguments (vDSO or getcpu(2)).
-        let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
-        let w = *self.cpu_worker.get(cpu)?;
-        (w != 0).then(|| w as usize - 1)
+        let cpu = u32::try_from(unsafe { libc::sched_getcpu() }).ok()?;
+        Some(cpu + 1)
     }
 
     /// Pushes an arbitrary descriptor on `queue` and waits for its
@@ -252,6 +234,7 @@ impl Client {
     ) -> Result<(u32, u32), Error> {
         let q = queue % self.queues.len();
         let mut st = self.queues[q].lock().unwrap_or_else(|p| p.into_inner());
+        st.local = false;
         let s = Submission {
             tag: st.next_tag,
             op,

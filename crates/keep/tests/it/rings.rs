@@ -187,7 +187,14 @@ fn many_threads_get_their_own_answers() {
 #[test]
 fn pinned_workers_serve_large_requests_on_the_callers_cpu() {
     let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "1")]);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The CPUs this process may run on (not the cgroup's quota).
+    // SAFETY: cpu_set_t is plain data (all zeros is the empty set).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: writes at most the size passed into a local set.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    assert_eq!(r, 0);
+    // SAFETY: counts the bits of a local set.
+    let cpus = unsafe { libc::CPU_COUNT(&set) } as usize;
     let served_on = |len: usize| {
         let mut buf = vec![0u8; len.max(4)];
         let got = p.client.call(OP_CPU, 0, &mut buf, len).unwrap();
