@@ -25,14 +25,16 @@
 //!   same.
 //! - `CRYPTKEEP_KEEP_NICE`: the worker's nice value (lower is a larger
 //!   share; below 0 needs `CAP_SYS_NICE`, which a root daemon has).
-//! - `CRYPTKEEP_KEEP_PIN` (1 for a volume's keep, 0 for an overlay's and
-//!   the runtime keep; `1` or `0` chooses): each worker is pinned to one
-//!   CPU of those the keep may use ([`pin_to_nth_cpu`]), and a daemon
-//!   thread whose last request was large sends the next to the worker on
-//!   the CPU it runs on (`rings/client.rs`). That crypto then runs where
-//!   the request's data is in the cache, while the requester sleeps,
-//!   leaving the other CPUs to other work. It speeds up streams of large
-//!   requests and slows down many small ones (docs/guide/performance.md).
+//! - `CRYPTKEEP_KEEP_PIN` (1 for a volume's keep, `mixed` for an
+//!   overlay's, 0 for the runtime keep; `1`, `0` or `mixed` chooses): each
+//!   worker is pinned to one CPU of those the keep may use
+//!   ([`pin_to_nth_cpu`]), and a daemon thread whose last request was
+//!   large sends the next to the worker on the CPU it runs on
+//!   (`rings/client.rs`). That crypto then runs where the request's data
+//!   is in the cache, while the requester sleeps, leaving the other CPUs
+//!   to other work. It speeds up streams of large requests; many small
+//!   ones are served best by workers that float and poll, which `mixed`
+//!   adds beside the pinned ones (docs/guide/performance.md).
 //!
 //! All are best effort: a kernel or a user that refuses them leaves the
 //! worker as it was (a refused real-time priority falls back to the other
@@ -179,13 +181,26 @@ fn current_nice() -> i32 {
     unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
 }
 
-/// Whether the workers are pinned: `CRYPTKEEP_KEEP_PIN` (`1` on, `0`
-/// off), `default` (the handler's choice) when it is unset or anything
-/// else.
-pub fn pin_from_env(default: bool) -> bool {
+/// Where a keep's workers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Wherever the scheduler puts them (`CRYPTKEEP_KEEP_PIN=0`).
+    Floating,
+    /// One worker pinned to each CPU (`CRYPTKEEP_KEEP_PIN=1`).
+    Pinned,
+    /// One worker pinned to each CPU for large requests, and as many more
+    /// that float, for small ones (`CRYPTKEEP_KEEP_PIN=mixed`).
+    Mixed,
+}
+
+/// Where the workers run: `CRYPTKEEP_KEEP_PIN` (`1` pinned, `0`
+/// floating, `mixed` both), `default` (the handler's choice) when it is
+/// unset or anything else.
+pub fn placement_from_env(default: Placement) -> Placement {
     match std::env::var("CRYPTKEEP_KEEP_PIN").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
+        Ok("1") => Placement::Pinned,
+        Ok("0") => Placement::Floating,
+        Ok("mixed") => Placement::Mixed,
         _ => default,
     }
 }

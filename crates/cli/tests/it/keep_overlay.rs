@@ -128,6 +128,12 @@ fn the_fuse_daemon_never_holds_the_overlay_keys() {
                 "after fs mount --keep, the keep's readable memory holds:\n{}",
                 s.report(20)
             );
+            // Pinned workers for its streams, floating ones for its many
+            // small requests.
+            crate::common::assert_mixed_placement(
+                &crate::common::keep_worker_cpus(kp),
+                "an overlay keep",
+            );
         }
         let files = tree(&m);
         fs::create_dir_all(m.join("dir")).unwrap();

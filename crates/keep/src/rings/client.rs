@@ -69,6 +69,9 @@ pub struct Client {
     worker_cpu: Vec<u32>,
     /// Whether any worker is pinned.
     pinned: bool,
+    /// Whether any worker floats (with pinned ones: the small requests'
+    /// workers).
+    floating: bool,
 }
 
 /// CPU numbers past this (the kernel's default `NR_CPUS` ceiling) are
@@ -115,6 +118,7 @@ impl Client {
             .map(|c| if c <= MAX_CPUS { c } else { 0 })
             .collect();
         let pinned = worker_cpu.iter().any(|&c| c != 0);
+        let floating = worker_cpu.contains(&0);
         Ok(Client {
             arena,
             peer,
@@ -124,6 +128,7 @@ impl Client {
             workers,
             worker_cpu,
             pinned,
+            floating,
         })
     }
 
@@ -176,8 +181,8 @@ impl Client {
 
     /// A queue for the calling thread. With pinned workers: after a large
     /// request, one of a worker on the CPU the thread runs on; after a
-    /// small one, one of a worker on another CPU (which polls for the
-    /// next). Otherwise, or with those busy, the first free one from the
+    /// small one, one of a floating worker if there are such, else of a
+    /// worker on another CPU (either polls for the next). Otherwise, or with those busy, the first free one from the
     /// thread's own starting point, or, all busy, its starting queue once
     /// free. The lease is `local` when the queue's worker is pinned to the
     /// thread's CPU, whichever way it was chosen.
@@ -190,12 +195,19 @@ impl Client {
             s.get()
         });
         let here = self.cpu_here();
-        let on_here = |q: usize| here.is_some_and(|c| self.worker_cpu[q % self.workers] == c);
+        let cpu_of = |q: usize| self.worker_cpu[q % self.workers];
+        let on_here = |q: usize| here.is_some_and(|c| cpu_of(q) == c);
         let order = || (0..n).map(move |i| (start + i) % n);
         let chosen = if here.is_some() {
-            let large = LAST_LARGE.get();
+            // Large: the worker on this CPU. Small: a floating worker
+            // where there are such, else a pinned one on another CPU.
+            let wanted = |q: usize| match (LAST_LARGE.get(), self.floating) {
+                (true, _) => on_here(q),
+                (false, true) => cpu_of(q) == 0,
+                (false, false) => !on_here(q),
+            };
             order()
-                .filter(|&q| on_here(q) == large)
+                .filter(|&q| wanted(q))
                 .find_map(|q| self.queues[q].try_lock().ok().map(|g| (q, g)))
         } else {
             None

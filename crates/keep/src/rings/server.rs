@@ -16,6 +16,7 @@ use super::entry::{read_sqe, write_cqe, Completion, Submission};
 use super::futex;
 use super::spin::SpinBudget;
 use crate::proto::{STATUS_BAD_DESCRIPTOR, STATUS_OK, STATUS_SHUTDOWN};
+use crate::sched::Placement;
 use crate::Error;
 
 /// What the keep does with one request: read `in_len` bytes of `buf`,
@@ -50,17 +51,17 @@ pub trait Handler: Send + Sync {
         true
     }
 
-    /// Whether each worker is pinned to a CPU (one worker per CPU by
-    /// default) unless `CRYPTKEEP_KEEP_PIN` says otherwise (`crate::sched`):
-    /// yes for a volume's large requests. A daemon thread whose last
-    /// request was large sends the next to the worker on its own CPU,
-    /// which runs it while the thread sleeps, where the data is in the
-    /// cache and without taking a second CPU from other work; small
-    /// requests go to a worker on another CPU, which polls for them
-    /// (`rings/client.rs`). A handler whose requests are mostly small
-    /// says no.
-    fn pin_workers(&self) -> bool {
-        true
+    /// Where the workers run unless `CRYPTKEEP_KEEP_PIN` says otherwise
+    /// (`crate::sched`): pinned, one per CPU, for a volume's large
+    /// requests. A daemon thread whose last request was large sends the
+    /// next to the worker on its own CPU, which runs it while the thread
+    /// sleeps, where the data is in the cache and without taking a second
+    /// CPU from other work; small requests go to a worker that polls for
+    /// them: a floating one where there are such ([`Placement::Mixed`]),
+    /// else a pinned one on another CPU (`rings/client.rs`). A handler
+    /// whose requests are mostly small says [`Placement::Floating`].
+    fn placement(&self) -> Placement {
+        Placement::Pinned
     }
 }
 
@@ -81,6 +82,24 @@ fn spin_window(default: Duration) -> Duration {
 /// among them), and a real-time thread woken on its doorbell runs at once,
 /// so it sleeps almost as soon as its queues are empty.
 const REALTIME_SPIN: Duration = Duration::from_micros(8);
+
+/// How many of the workers are pinned (workers `0..pinned`), and how many
+/// there are in all, for `asked` workers (one per CPU) over `queues`
+/// queues: [`Placement::Mixed`] adds as many floating workers as pinned
+/// ones, within the queues (a worker serves at least one) and the
+/// doorbells.
+fn worker_counts(placement: Placement, asked: usize, queues: usize) -> (usize, usize) {
+    let cap = queues.clamp(1, super::arena::MAX_WORKERS);
+    let asked = asked.clamp(1, cap);
+    match placement {
+        Placement::Floating => (0, asked),
+        Placement::Pinned => (asked, asked),
+        Placement::Mixed => {
+            let pinned = asked.min((cap / 2).max(1));
+            (pinned, (2 * pinned).min(cap))
+        }
+    }
+}
 
 /// Running workers; [`Server::shutdown`] stops them.
 pub struct Server {
@@ -112,11 +131,11 @@ pub fn serve_with(
     init: ThreadInit,
 ) -> Result<Server, Error> {
     let queues = arena.config().queues;
-    let workers = workers.clamp(1, queues.min(super::arena::MAX_WORKERS));
+    let placement = crate::sched::placement_from_env(handler.placement());
+    let (pinned_workers, workers) = worker_counts(placement, workers, queues);
     arena.workers().store(workers as u32, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let spin = spin_window(handler.idle_spin());
-    let pin = crate::sched::pin_from_env(handler.pin_workers());
     // Return only once every worker runs: a thread's start-up system calls
     // (set_robust_list, rseq, its name) must be over before the caller
     // applies a seccomp filter.
@@ -147,7 +166,7 @@ pub fn serve_with(
                 let realtime = crate::sched::this_thread_is_realtime();
                 // Pinned, and the CPU published, before the arena is
                 // handed over (and before seccomp).
-                let pinned = pin && ok && {
+                let pinned = w < pinned_workers && ok && {
                     match crate::sched::pin_to_nth_cpu(w) {
                         Ok(cpu) => {
                             a.worker_cpu(w).store(cpu as u32 + 1, Ordering::SeqCst);
@@ -402,5 +421,24 @@ fn execute(arena: &Arena, handler: &dyn Handler, q: usize, s: &Submission) -> Co
         Ok(n) if n <= s.cap as usize => done(STATUS_OK, n as u32),
         Ok(_) => done(crate::proto::STATUS_FAILED, 0),
         Err(status) => done(status.max(1), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixed_placement_adds_floating_workers_within_the_queues() {
+        use Placement::*;
+        assert_eq!(worker_counts(Floating, 2, 8), (0, 2));
+        assert_eq!(worker_counts(Pinned, 2, 8), (2, 2));
+        assert_eq!(worker_counts(Mixed, 2, 8), (2, 4));
+        // Eight CPUs over eight queues: four of each.
+        assert_eq!(worker_counts(Mixed, 8, 8), (4, 8));
+        assert_eq!(worker_counts(Pinned, 16, 8), (8, 8));
+        // One queue: one worker, pinned.
+        assert_eq!(worker_counts(Mixed, 4, 1), (1, 1));
+        assert_eq!(worker_counts(Mixed, 0, 3), (1, 2));
     }
 }

@@ -126,11 +126,11 @@ impl Handler for OverlayHandler {
         false
     }
 
-    /// No: pinned workers made streams of writes through `fs mount
-    /// --keep` faster but tar extracts, whose many small requests are
-    /// caught best by workers that poll wherever the scheduler puts them,
-    /// slower (docs/guide/performance.md).
-    fn pin_workers(&self) -> bool {
-        false
+    /// Mixed: pinned workers serve the streams' megabyte requests on the
+    /// requester's CPU, and floating ones poll for the many small requests
+    /// of a tar extract, which pinned workers served slower
+    /// (docs/guide/performance.md).
+    fn placement(&self) -> crate::sched::Placement {
+        crate::sched::Placement::Mixed
     }
 }

@@ -140,10 +140,10 @@ impl Handler for RuntimeHandler {
         false
     }
 
-    /// No: its measurements compare the keep's crypto with the host's, and
+    /// Floating: its measurements compare the keep's crypto with the host's, and
     /// a timed repeat should run wherever the scheduler finds room, as the
     /// host's does.
-    fn pin_workers(&self) -> bool {
-        false
+    fn placement(&self) -> crate::sched::Placement {
+        crate::sched::Placement::Floating
     }
 }

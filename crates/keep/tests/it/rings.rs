@@ -18,10 +18,12 @@ const OP_FAIL: u32 = 101;
 const OP_SLOW: u32 = 102;
 const OP_GROW: u32 = 103;
 const OP_CPU: u32 = 104;
+const OP_AFFINITY: u32 = 105;
 
 /// XORs with 0x5a (OP_XOR), fails (OP_FAIL), sleeps 300 ms (OP_SLOW),
 /// answers one byte more than its input (OP_GROW), answers the CPU the
-/// worker runs on (OP_CPU, 4 bytes).
+/// worker runs on (OP_CPU, 4 bytes) or how many CPUs it may run on
+/// (OP_AFFINITY, 4 bytes).
 struct TestHandler;
 
 impl Handler for TestHandler {
@@ -42,6 +44,11 @@ impl Handler for TestHandler {
                 // SAFETY: sched_getcpu(3) takes no arguments.
                 let cpu = unsafe { libc::sched_getcpu() } as u32;
                 buf[..4].copy_from_slice(&cpu.to_le_bytes());
+                Ok(4)
+            }
+            OP_AFFINITY => {
+                let n = allowed_cpus() as u32;
+                buf[..4].copy_from_slice(&n.to_le_bytes());
                 Ok(4)
             }
             OP_GROW => {
@@ -187,14 +194,7 @@ fn many_threads_get_their_own_answers() {
 #[test]
 fn pinned_workers_serve_large_requests_on_the_callers_cpu() {
     let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "1")]);
-    // The CPUs this process may run on (not the cgroup's quota).
-    // SAFETY: cpu_set_t is plain data (all zeros is the empty set).
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: writes at most the size passed into a local set.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    assert_eq!(r, 0);
-    // SAFETY: counts the bits of a local set.
-    let cpus = unsafe { libc::CPU_COUNT(&set) } as usize;
+    let cpus = allowed_cpus();
     let served_on = |len: usize| {
         let mut buf = vec![0u8; len.max(4)];
         let got = p.client.call(OP_CPU, 0, &mut buf, len).unwrap();
@@ -219,6 +219,54 @@ fn pinned_workers_serve_large_requests_on_the_callers_cpu() {
             });
         });
     }
+}
+
+/// With mixed placement (`CRYPTKEEP_KEEP_PIN=mixed`), a thread whose
+/// last request was large is served by the pinned worker on its own CPU,
+/// and one whose last request was small by a floating worker (one that
+/// may run on every CPU).
+#[test]
+fn mixed_workers_serve_small_requests_on_floating_ones() {
+    let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "mixed")]);
+    let cpus = allowed_cpus();
+    let ask = |op: u32, len: usize| {
+        let mut buf = vec![0u8; len.max(4)];
+        let got = p.client.call(op, 0, &mut buf, len).unwrap();
+        assert_eq!(got, 4);
+        u32::from_le_bytes(buf[..4].try_into().unwrap())
+    };
+    for n in 0..cpus.min(2) {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let cpu = cryptkeep_keep::sched::pin_to_nth_cpu(n).unwrap() as u32;
+                ask(OP_CPU, 64 << 10);
+                for _ in 0..20 {
+                    assert_eq!(ask(OP_CPU, 64 << 10), cpu, "a large request elsewhere");
+                    assert_eq!(ask(OP_AFFINITY, 64 << 10), 1, "a large request, floating");
+                }
+                ask(OP_CPU, 0);
+                for _ in 0..20 {
+                    assert_eq!(
+                        ask(OP_AFFINITY, 16) as usize,
+                        cpus,
+                        "a small request on a pinned worker"
+                    );
+                }
+            });
+        });
+    }
+}
+
+/// How many CPUs the calling thread may run on (its affinity mask, not
+/// the cgroup's quota).
+fn allowed_cpus() -> usize {
+    // SAFETY: cpu_set_t is plain data (all zeros is the empty set).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: writes at most the size passed into a local set.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    assert_eq!(r, 0);
+    // SAFETY: counts the bits of a local set.
+    unsafe { libc::CPU_COUNT(&set) as usize }
 }
 
 #[test]

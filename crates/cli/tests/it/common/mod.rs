@@ -64,6 +64,36 @@ pub fn keep_worker_cpus(pid: i32) -> Vec<String> {
     out
 }
 
+/// Checks a mixed placement's `keep_worker_cpus`: as many workers
+/// floating (allowed every CPU this process may use) as pinned, each
+/// pinned one to a CPU of its own. On one CPU the two look alike: it
+/// only checks that every worker may run there.
+pub fn assert_mixed_placement(cpus: &[String], what: &str) {
+    let all = own_cpus();
+    if all.parse::<usize>().is_ok() {
+        assert!(cpus.iter().all(|c| *c == all), "{what}: {cpus:?}");
+        return;
+    }
+    let (floating, pinned): (Vec<&String>, Vec<&String>) = cpus.iter().partition(|c| **c == all);
+    assert!(
+        pinned.iter().all(|c| c.parse::<usize>().is_ok()),
+        "{what}: a worker neither pinned nor floating: {cpus:?}"
+    );
+    let mut distinct = pinned.clone();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        pinned.len(),
+        "{what}: two pinned to one CPU: {cpus:?}"
+    );
+    assert!(
+        !pinned.is_empty() && floating.len() == pinned.len(),
+        "{what}: {} pinned, {} floating: {cpus:?}",
+        pinned.len(),
+        floating.len()
+    );
+}
+
 /// The CPUs this process may run on, as `Cpus_allowed_list` writes them.
 pub fn own_cpus() -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
