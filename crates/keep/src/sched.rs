@@ -188,8 +188,9 @@ pub enum Placement {
     Floating,
     /// One worker pinned to each CPU (`CRYPTKEEP_KEEP_PIN=1`).
     Pinned,
-    /// One worker pinned to each CPU for large requests, and as many more
-    /// that float, for small ones (`CRYPTKEEP_KEEP_PIN=mixed`).
+    /// One worker pinned to each CPU (up to half the arena's queues) for
+    /// large requests, and as many more that float, for small ones
+    /// (`CRYPTKEEP_KEEP_PIN=mixed`).
     Mixed,
 }
 
@@ -197,7 +198,10 @@ pub enum Placement {
 /// floating, `mixed` both), `default` (the handler's choice) when it is
 /// unset or anything else.
 pub fn placement_from_env(default: Placement) -> Placement {
-    match std::env::var("CRYPTKEEP_KEEP_PIN").as_deref() {
+    match std::env::var("CRYPTKEEP_KEEP_PIN")
+        .as_deref()
+        .map(str::trim)
+    {
         Ok("1") => Placement::Pinned,
         Ok("0") => Placement::Floating,
         Ok("mixed") => Placement::Mixed,

@@ -245,7 +245,8 @@ fn the_keeps_workers_run_at_a_real_time_priority_unless_told_not_to() {
 /// A volume keep's workers are each pinned to one CPU, a different one
 /// for each (one worker per CPU by default), unless
 /// `CRYPTKEEP_KEEP_PIN=0`; a runtime keep's may run on every CPU unless
-/// `CRYPTKEEP_KEEP_PIN=1`, or half of them with `CRYPTKEEP_KEEP_PIN=mixed`.
+/// `CRYPTKEEP_KEEP_PIN=1`, or half its workers pinned with
+/// `CRYPTKEEP_KEEP_PIN=mixed`.
 #[test]
 fn volume_keep_workers_are_pinned_unless_told_not_to() {
     let volume = ["__keep", "scratch-volume", "--cipher", "aes-xts-plain64"];

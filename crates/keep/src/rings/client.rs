@@ -180,11 +180,12 @@ impl Client {
     }
 
     /// A queue for the calling thread. With pinned workers: after a large
-    /// request, one of a worker on the CPU the thread runs on; after a
-    /// small one, one of a floating worker if there are such, else of a
-    /// worker on another CPU (either polls for the next). Otherwise, or with those busy, the first free one from the
-    /// thread's own starting point, or, all busy, its starting queue once
-    /// free. The lease is `local` when the queue's worker is pinned to the
+    /// request, one of a worker on the CPU the thread runs on (a floating
+    /// one where no worker is pinned there); after a small one, one of a
+    /// floating worker if there are such, else of a worker on another CPU
+    /// (either polls for the next). Otherwise, or with those busy, the
+    /// first free one from the thread's own starting point, or, all busy,
+    /// its starting queue once free. The lease is `local` when the queue's worker is pinned to the
     /// thread's CPU, whichever way it was chosen.
     fn take_queue(&self) -> (usize, MutexGuard<'_, QueueState>) {
         let n = self.queues.len();
@@ -199,9 +200,12 @@ impl Client {
         let on_here = |q: usize| here.is_some_and(|c| cpu_of(q) == c);
         let order = || (0..n).map(move |i| (start + i) % n);
         let chosen = if here.is_some() {
-            // Large: the worker on this CPU. Small: a floating worker
-            // where there are such, else a pinned one on another CPU.
-            let wanted = |q: usize| match (LAST_LARGE.get(), self.floating) {
+            // Large: the worker on this CPU (on a CPU without one, which
+            // would only pay a wake-up elsewhere, as small). Small: a
+            // floating worker where there are such, else a pinned one on
+            // another CPU.
+            let large = LAST_LARGE.get() && here.is_some_and(|c| self.worker_cpu.contains(&c));
+            let wanted = |q: usize| match (large, self.floating) {
                 (true, _) => on_here(q),
                 (false, true) => cpu_of(q) == 0,
                 (false, false) => !on_here(q),

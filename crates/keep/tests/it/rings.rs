@@ -78,7 +78,11 @@ fn child_server() {
         depth: 4,
     };
     let arena = Arc::new(Arena::create(cfg).unwrap());
-    let server = serve(arena.clone(), Arc::new(TestHandler), 2).unwrap();
+    let workers = std::env::var("CK_TEST_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
+    let server = serve(arena.clone(), Arc::new(TestHandler), workers).unwrap();
     control::send(control.as_fd(), b"READY", Some(arena.fd())).unwrap();
     loop {
         match control::recv(control.as_fd()) {
@@ -255,6 +259,40 @@ fn mixed_workers_serve_small_requests_on_floating_ones() {
             });
         });
     }
+}
+
+/// With mixed placement and fewer pinned workers than CPUs, a large
+/// request from a CPU without a pinned worker goes to a floating one,
+/// which polls, rather than to a pinned worker elsewhere, which would
+/// sleep after it.
+#[test]
+fn mixed_large_requests_from_a_cpu_without_a_pinned_worker_float() {
+    let cpus = allowed_cpus();
+    if cpus < 2 {
+        eprintln!("one CPU: every CPU has the pinned worker; skipped");
+        return;
+    }
+    // One worker asked for: one pinned (to the first CPU), one floating.
+    let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "mixed"), ("CK_TEST_WORKERS", "1")]);
+    let ask = |op: u32, len: usize| {
+        let mut buf = vec![0u8; len.max(4)];
+        let got = p.client.call(op, 0, &mut buf, len).unwrap();
+        assert_eq!(got, 4);
+        u32::from_le_bytes(buf[..4].try_into().unwrap())
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            cryptkeep_keep::sched::pin_to_nth_cpu(1).unwrap();
+            ask(OP_AFFINITY, 64 << 10);
+            for _ in 0..20 {
+                assert_eq!(
+                    ask(OP_AFFINITY, 64 << 10) as usize,
+                    cpus,
+                    "a large request from a CPU without a worker went to a pinned one"
+                );
+            }
+        });
+    });
 }
 
 /// How many CPUs the calling thread may run on (its affinity mask, not
