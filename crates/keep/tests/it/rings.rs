@@ -199,12 +199,7 @@ fn many_threads_get_their_own_answers() {
 fn pinned_workers_serve_large_requests_on_the_callers_cpu() {
     let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "1")]);
     let cpus = allowed_cpus();
-    let served_on = |len: usize| {
-        let mut buf = vec![0u8; len.max(4)];
-        let got = p.client.call(OP_CPU, 0, &mut buf, len).unwrap();
-        assert_eq!(got, 4);
-        u32::from_le_bytes(buf[..4].try_into().unwrap())
-    };
+    let served_on = |len: usize| ask(&p, OP_CPU, len);
     for n in 0..cpus.min(2) {
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -233,12 +228,7 @@ fn pinned_workers_serve_large_requests_on_the_callers_cpu() {
 fn mixed_workers_serve_small_requests_on_floating_ones() {
     let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "mixed")]);
     let cpus = allowed_cpus();
-    let ask = |op: u32, len: usize| {
-        let mut buf = vec![0u8; len.max(4)];
-        let got = p.client.call(op, 0, &mut buf, len).unwrap();
-        assert_eq!(got, 4);
-        u32::from_le_bytes(buf[..4].try_into().unwrap())
-    };
+    let ask = |op: u32, len: usize| ask(&p, op, len);
     for n in 0..cpus.min(2) {
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -274,12 +264,7 @@ fn mixed_large_requests_from_a_cpu_without_a_pinned_worker_float() {
     }
     // One worker asked for: one pinned (to the first CPU), one floating.
     let p = start_with(&[("CRYPTKEEP_KEEP_PIN", "mixed"), ("CK_TEST_WORKERS", "1")]);
-    let ask = |op: u32, len: usize| {
-        let mut buf = vec![0u8; len.max(4)];
-        let got = p.client.call(op, 0, &mut buf, len).unwrap();
-        assert_eq!(got, 4);
-        u32::from_le_bytes(buf[..4].try_into().unwrap())
-    };
+    let ask = |op: u32, len: usize| ask(&p, op, len);
     std::thread::scope(|s| {
         s.spawn(|| {
             cryptkeep_keep::sched::pin_to_nth_cpu(1).unwrap();
@@ -293,6 +278,15 @@ fn mixed_large_requests_from_a_cpu_without_a_pinned_worker_float() {
             }
         });
     });
+}
+
+/// One request of `len` input bytes whose answer is a 4-byte number
+/// (`OP_CPU`, `OP_AFFINITY`).
+fn ask(p: &Peer, op: u32, len: usize) -> u32 {
+    let mut buf = vec![0u8; len.max(4)];
+    let got = p.client.call(op, 0, &mut buf, len).unwrap();
+    assert_eq!(got, 4);
+    u32::from_le_bytes(buf[..4].try_into().unwrap())
 }
 
 /// How many CPUs the calling thread may run on (its affinity mask, not
