@@ -185,8 +185,9 @@ impl Client {
     /// floating worker if there are such, else of a worker on another CPU
     /// (either polls for the next). Otherwise, or with those busy, the
     /// first free one from the thread's own starting point, or, all busy,
-    /// its starting queue once free. The lease is `local` when the queue's worker is pinned to the
-    /// thread's CPU, whichever way it was chosen.
+    /// its starting queue once free. The lease is `local` when the
+    /// queue's worker is pinned to the thread's CPU, whichever way it was
+    /// chosen.
     fn take_queue(&self) -> (usize, MutexGuard<'_, QueueState>) {
         let n = self.queues.len();
         let start = START.with(|s| {
