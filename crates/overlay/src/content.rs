@@ -21,6 +21,9 @@ use std::sync::Arc;
 /// Plaintext block size. Part of the on-disk format.
 pub const PLAIN_BS: usize = 4096;
 
+/// The longest content nonce (XChaCha20-Poly1305's).
+const MAX_NONCE_LEN: usize = 24;
+
 /// Seals and opens content blocks for one file system.
 pub struct ContentCipher {
     engine: Engine,
@@ -141,10 +144,15 @@ impl ContentCipher {
         plaintext: &[u8],
         out: &mut [u8],
     ) -> Result<()> {
-        let (nonce, rest) = self.split_out(plaintext, out)?;
+        let (n_out, rest) = self.split_out(plaintext, out)?;
         match &self.engine {
             Engine::Local(aead) => {
+                // Drawn here and copied out: never read back from `out`,
+                // which may be memory another process can write.
+                let mut nonce = [0u8; MAX_NONCE_LEN];
+                let nonce = &mut nonce[..n_out.len()];
                 cryptkeep_crypto::rand::fill_random(nonce)?;
+                n_out.copy_from_slice(nonce);
                 let (ad, n) = assoc_data(block_no, file_id);
                 Ok(aead.seal(nonce, &ad[..n], plaintext, rest)?)
             }
@@ -335,12 +343,76 @@ impl ContentCipher {
         for (i, chunk) in plaintext.chunks(PLAIN_BS).enumerate() {
             let len = chunk.len() + self.block_overhead();
             let (n_out, rest) = out[pos..pos + len].split_at_mut(nl);
-            n_out.copy_from_slice(&nonces[i * nl..(i + 1) * nl]);
+            // The nonce is sealed with from `nonces`, never read back from
+            // `out` (the keep's shared slot, which the I/O side can write).
+            let nonce = &nonces[i * nl..(i + 1) * nl];
+            n_out.copy_from_slice(nonce);
             let (ad, adn) = assoc_data(first_block + i as u64, file_id);
-            aead.seal(n_out, &ad[..adn], chunk, rest)?;
+            aead.seal(nonce, &ad[..adn], chunk, rest)?;
             pos += len;
         }
         Ok(())
+    }
+
+    /// Seals the plaintext in `buf[from..from + len]` into cipher blocks at
+    /// the start of `buf`, in place, last block first, and returns their
+    /// length: the key holder's seal in its shared slot, with one copy of
+    /// each block instead of one of the whole run. Each block is copied
+    /// into `block` (the holder's own memory, at least [`PLAIN_BS`] bytes)
+    /// and sealed from there under a nonce drawn into the holder's memory,
+    /// so what is sealed and its nonce are what the holder chose, whatever
+    /// else writes `buf` meanwhile. `from` is at most one block's overhead,
+    /// so block `i`'s output, at `i · cipher_bs() ≥ from + i · 4096`,
+    /// starts past the plaintext of the blocks still to seal. In-process
+    /// keys only.
+    pub fn seal_run_in_place(
+        &self,
+        first_block: u64,
+        file_id: Option<&FileId>,
+        buf: &mut [u8],
+        from: usize,
+        len: usize,
+        block: &mut [u8],
+    ) -> Result<usize> {
+        let Engine::Local(aead) = &self.engine else {
+            return Err(Error::InvalidArgument(
+                "a key holder seals in its own memory".into(),
+            ));
+        };
+        let (nl, ov, cbs) = (self.nonce_len, self.block_overhead(), self.cipher_bs());
+        let nblocks = len.div_ceil(PLAIN_BS);
+        let total = len + nblocks * ov;
+        let plain_end = from.checked_add(len);
+        if nblocks == 0
+            || from > ov
+            || block.len() < PLAIN_BS
+            || plain_end.is_none_or(|e| e > buf.len())
+            || total > buf.len()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{len} bytes of plaintext at {from} do not seal in place in {} bytes",
+                buf.len()
+            )));
+        }
+        // Nonces for up to this many blocks come from one getrandom call.
+        const BATCH: usize = 32;
+        let mut nonces = [0u8; BATCH * MAX_NONCE_LEN];
+        for (done, i) in (0..nblocks).rev().enumerate() {
+            let k = done % BATCH;
+            if k == 0 {
+                cryptkeep_crypto::rand::fill_random(&mut nonces[..BATCH * nl])?;
+            }
+            let start = i * PLAIN_BS;
+            let plain = &mut block[..(len - start).min(PLAIN_BS)];
+            plain.copy_from_slice(&buf[from + start..from + start + plain.len()]);
+            let out = &mut buf[i * cbs..i * cbs + plain.len() + ov];
+            let (n_out, rest) = out.split_at_mut(nl);
+            let nonce = &nonces[k * nl..(k + 1) * nl];
+            n_out.copy_from_slice(nonce);
+            let (ad, adn) = assoc_data(first_block.wrapping_add(i as u64), file_id);
+            aead.seal(nonce, &ad[..adn], plain, rest)?;
+        }
+        Ok(total)
     }
 
     /// Opens consecutive cipher blocks into `out` (room for 4096 bytes per
@@ -764,6 +836,109 @@ mod tests {
                     block: Some(155), ..
                 }) => {}
                 other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// Sealing in place, the plaintext after a header of up to one block's
+    /// overhead, gives blocks that open to the plaintext, bound to their
+    /// numbers and file ID (or to none), each under its own nonce; a
+    /// header longer than the overhead, or output that does not fit, is
+    /// refused.
+    #[test]
+    fn seal_in_place_round_trips() {
+        for c in ciphers() {
+            let ov = c.block_overhead();
+            for len in [
+                1,
+                100,
+                PLAIN_BS,
+                PLAIN_BS + 1,
+                3 * PLAIN_BS + 100,
+                256 * PLAIN_BS,
+            ] {
+                for from in [0, 32, ov] {
+                    let p: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+                    let blocks = len.div_ceil(PLAIN_BS);
+                    let mut buf = vec![0xeeu8; from + len + blocks * ov];
+                    buf[from..from + len].copy_from_slice(&p);
+                    let mut block = vec![0u8; PLAIN_BS];
+                    let id = [4u8; 16];
+                    let n = c
+                        .seal_run_in_place(7, Some(&id), &mut buf, from, len, &mut block)
+                        .unwrap();
+                    assert_eq!(n, len + blocks * ov);
+                    assert_eq!(
+                        c.decrypt_blocks(7, &id, &buf[..n]).unwrap(),
+                        p,
+                        "{len} at {from}"
+                    );
+                    assert!(c.decrypt_blocks(8, &id, &buf[..n]).is_err());
+                    let nonces: std::collections::HashSet<&[u8]> = buf[..n]
+                        .chunks(c.cipher_bs())
+                        .map(|b| &b[..c.nonce_len()])
+                        .collect();
+                    assert_eq!(nonces.len(), blocks);
+                }
+            }
+            let mut buf = vec![0u8; 2 * PLAIN_BS];
+            let mut block = vec![0u8; PLAIN_BS];
+            let n = c
+                .seal_run_in_place(0, None, &mut buf, 0, 100, &mut block)
+                .unwrap();
+            let mut out = vec![0u8; PLAIN_BS];
+            assert_eq!(c.open_run(0, None, &buf[..n], &mut out).unwrap(), 100);
+            assert!(c
+                .seal_run_in_place(0, None, &mut buf, ov + 1, 100, &mut block)
+                .is_err());
+            assert!(c
+                .seal_run_in_place(0, None, &mut buf, 0, PLAIN_BS + 100, &mut block)
+                .is_ok());
+            assert!(c
+                .seal_run_in_place(0, None, &mut buf, 0, 2 * PLAIN_BS, &mut block)
+                .is_err());
+            assert!(c
+                .seal_run_in_place(0, None, &mut buf, 0, 0, &mut block)
+                .is_err());
+        }
+    }
+
+    /// A peer that keeps writing a nonce of its choosing into the output
+    /// while blocks are sealed there (the keep's shared slot) never gets a
+    /// block sealed under that nonce, in place or not: the nonce is drawn
+    /// and sealed with in private memory, never read back.
+    #[test]
+    fn a_nonce_written_into_the_output_meanwhile_is_not_sealed_under() {
+        for c in ciphers() {
+            let (nl, cbs, ov) = (c.nonce_len(), c.cipher_bs(), c.block_overhead());
+            let blocks = 64;
+            let len = blocks * PLAIN_BS;
+            let mut map = cryptkeep_testkit::SharedMap::new(32 + len + blocks * ov);
+            let chosen = vec![0x5au8; nl];
+            let nonce_fields = (0..blocks).map(|i| i * cbs).collect();
+            let _peer = map.rewrite(nonce_fields, chosen.clone());
+            let id = [1u8; 16];
+            let plain = vec![7u8; len];
+            let (mut block, mut out) = (vec![0u8; PLAIN_BS], vec![0u8; PLAIN_BS]);
+            for round in 0..100 {
+                let buf = map.mine();
+                let n = len + blocks * ov;
+                if round % 2 == 0 {
+                    buf[32..32 + len].copy_from_slice(&plain);
+                    c.seal_run_in_place(0, Some(&id), buf, 32, len, &mut block)
+                        .unwrap();
+                } else {
+                    c.seal_run(0, Some(&id), &plain, &mut buf[..n]).unwrap();
+                }
+                for (i, b) in buf[..n].chunks(cbs).enumerate() {
+                    let mut forged = b.to_vec();
+                    forged[..nl].copy_from_slice(&chosen);
+                    let r = c.decrypt_block_into(i as u64, Some(&id), &forged, &mut out);
+                    assert!(
+                        r.is_err(),
+                        "{c:?}: block {i} of round {round} was sealed under the peer's nonce"
+                    );
+                }
             }
         }
     }

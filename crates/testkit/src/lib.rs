@@ -9,7 +9,9 @@
 //!   and a lock for tests that must not run beside others of their binary;
 //! - [`run()`]: running an outside command that must succeed;
 //! - [`mounts`]: guards for a tmpfs, a loop device and a mounted file system;
-//! - [`gocryptfs`] and [`tree`]: the gocryptfs oracle and test trees.
+//! - [`gocryptfs`] and [`tree`]: the gocryptfs oracle and test trees;
+//! - [`SharedMap`]: memory mapped twice, with a thread rewriting it, for
+//!   code that must hold up against a peer writing its shared memory.
 //!
 //! Nothing here depends on cryptkeep's own crates, so every crate can use it.
 
@@ -19,9 +21,11 @@ pub mod mounts;
 pub mod need;
 pub mod rng;
 pub mod run;
+pub mod shared_map;
 pub mod tempdir;
 pub mod tree;
 
 pub use rng::{random_key, Rng};
 pub use run::{run, run_cmd};
+pub use shared_map::{Rewriter, SharedMap};
 pub use tempdir::TempDir;

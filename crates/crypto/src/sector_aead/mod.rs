@@ -137,6 +137,10 @@ impl SectorAead {
         match &self.engine {
             Engine::Authenc(a) => a.seal(data, &geometry(ss, s0, step, tl), tuples),
             Engine::Native(e) => {
+                // The IVs are used from this private copy, never read back
+                // from `tuples`: those may be memory another process can
+                // write (the keep's shared slot), and a nonce read back
+                // from there would be one that process chose.
                 let mut ivs = vec![0u8; n * ib];
                 fill_random(&mut ivs)?;
                 for (t, iv) in tuples.chunks_exact_mut(tl).zip(ivs.chunks_exact(ib)) {
@@ -147,31 +151,31 @@ impl SectorAead {
                 if let Some(a) = e.aegis() {
                     let pairs = n / 2;
                     let (head, _) = data.split_at_mut(pairs * 2 * ss);
-                    for (d, t) in head
+                    for ((d, t), iv) in head
                         .chunks_exact_mut(2 * ss)
                         .zip(tuples.chunks_exact_mut(2 * tl))
+                        .zip(ivs.chunks_exact(2 * ib))
                     {
                         let (d0, d1) = d.split_at_mut(ss);
                         let (t0, t1) = t.split_at_mut(tl);
-                        let (tag0, iv0) = t0.split_at_mut(tb);
-                        let (tag1, iv1) = t1.split_at_mut(tb);
+                        let (iv0, iv1) = iv.split_at(ib);
                         let ad0 = Ad::new(s0, step, i as u64, iv0);
                         let ad1 = Ad::new(s0, step, i as u64 + 1, iv1);
-                        let n0: &[u8; 16] = (&*iv0).try_into().map_err(|_| bug())?;
-                        let n1: &[u8; 16] = (&*iv1).try_into().map_err(|_| bug())?;
+                        let n0: &[u8; 16] = iv0.try_into().map_err(|_| bug())?;
+                        let n1: &[u8; 16] = iv1.try_into().map_err(|_| bug())?;
                         let [g0, g1] = a.seal2([n0, n1], [ad0.get(), ad1.get()], [d0, d1]);
-                        tag0.copy_from_slice(&g0);
-                        tag1.copy_from_slice(&g1);
+                        t0[..tb].copy_from_slice(&g0);
+                        t1[..tb].copy_from_slice(&g1);
                         i += 2;
                     }
                 }
-                for (d, t) in data[i * ss..]
+                for ((d, t), iv) in data[i * ss..]
                     .chunks_exact_mut(ss)
                     .zip(tuples[i * tl..].chunks_exact_mut(tl))
+                    .zip(ivs[i * ib..].chunks_exact(ib))
                 {
-                    let (tag, iv) = t.split_at_mut(tb);
                     let a_d = Ad::new(s0, step, i as u64, iv);
-                    e.seal(iv, a_d.get(), d, tag, &mut scratch)?;
+                    e.seal(iv, a_d.get(), d, &mut t[..tb], &mut scratch)?;
                     i += 1;
                 }
                 Ok(())

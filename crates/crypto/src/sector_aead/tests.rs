@@ -491,6 +491,41 @@ fn spec_strings_and_sizes() {
     assert!(AuthSpec::from_cli("aes-xts-plain64", "crc32").is_err());
 }
 
+/// A peer that keeps writing an IV of its choosing into the tuples while
+/// sectors are sealed (the keep's shared slot) never gets a sector sealed
+/// under that IV: the random IVs are used from private memory, for the
+/// nonce and for the associated data, never read back from the tuples.
+#[test]
+fn an_iv_written_into_the_tuples_meanwhile_is_not_sealed_under() {
+    for spec in all_specs().into_iter().filter(|s| s.iv_bytes() > 0) {
+        let (ss, tb, tl) = (512, spec.tag_bytes(), spec.tuple_bytes());
+        let n = 64;
+        let a = SectorAead::new(&spec, &bytes(spec.default_key_bytes(), 5), ss).unwrap();
+        let mut map = cryptkeep_testkit::SharedMap::new(n * (ss + tl));
+        let chosen = vec![0x5au8; tl - tb];
+        let iv_fields = (0..n).map(|i| n * ss + i * tl + tb).collect();
+        let _peer = map.rewrite(iv_fields, chosen.clone());
+        let plain = bytes(n * ss, 9);
+        for round in 0..100 {
+            let buf = map.mine();
+            let (data, tuples) = buf.split_at_mut(n * ss);
+            data.copy_from_slice(&plain);
+            a.seal(0, data, tuples).unwrap();
+            for i in 0..n {
+                let mut sector = data[i * ss..(i + 1) * ss].to_vec();
+                let mut tuple = tuples[i * tl..(i + 1) * tl].to_vec();
+                tuple[tb..].copy_from_slice(&chosen);
+                let bad = a.open(i as u64, &mut sector, &tuple).unwrap();
+                assert_eq!(
+                    bad,
+                    [0],
+                    "{spec:?}: sector {i} of round {round} was sealed under the peer's IV"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn debug_shows_no_key_and_type_is_shareable() {
     fn shareable<T: Send + Sync>() {}

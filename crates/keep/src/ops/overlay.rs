@@ -65,12 +65,9 @@ fn handle_op(
             }
             INPUT.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
-                let input = &buf[OVERLAY_HEADER_LEN..in_len];
                 scratch.clear();
-                // Exact: the buffer never grows past the largest request.
-                scratch.reserve_exact(input.len());
-                scratch.extend_from_slice(input);
-                seal(keys, arg, id.as_ref(), &scratch, buf)
+                scratch.resize(cryptkeep_overlay::PLAIN_BS, 0);
+                seal_in_place(keys, arg, id.as_ref(), buf, in_len, &mut scratch)
             })
         }
         OP_NAME_ENCRYPT | OP_NAME_DECRYPT => {
@@ -93,29 +90,36 @@ fn handle_op(
 }
 
 thread_local! {
-    /// Each worker's copy of a content request's input, reused from one
-    /// request to the next (a fresh megabyte per request cost an
-    /// allocation and a wipe as long as the AEAD itself). It holds
-    /// ciphertext, or plaintext the I/O process sent: nothing it does not
-    /// have; the secret heap wipes it when the worker ends.
+    /// Each worker's copy of the content block it works on, reused from
+    /// one request to the next. It holds ciphertext, or plaintext the I/O
+    /// process sent or is sent: nothing it does not have; the secret heap
+    /// wipes it when the worker ends.
     static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// [`OP_OVERLAY_SEAL`] of `input` (a private copy of the request's
-/// plaintext) into `buf`, the request's slot range.
-fn seal(
+/// [`OP_OVERLAY_SEAL`] of the plaintext in `buf[header..in_len]`, in
+/// place, last block first: each block is copied into `block` (the
+/// worker's own buffer) and sealed from there to its place in the output,
+/// under a nonce drawn in the keep (`ContentCipher::seal_run_in_place`).
+/// So what is sealed, and under which nonce, is what the keep copied and
+/// drew, whatever the I/O side writes into the slot meanwhile; and the
+/// block is still in the cache when it is sealed, where a copy of the
+/// whole request was not.
+fn seal_in_place(
     keys: &HeldKeys,
     first_block: u64,
     id: Option<&FileId>,
-    input: &[u8],
     buf: &mut [u8],
+    in_len: usize,
+    block: &mut [u8],
 ) -> Result<usize, u32> {
     let c = keys.content();
-    let blocks = input.len().div_ceil(cryptkeep_overlay::PLAIN_BS);
-    let n = input.len() + blocks * c.block_overhead();
-    let out = buf.get_mut(..n).ok_or(STATUS_BAD_DESCRIPTOR)?;
-    keys.seal_blocks(first_block, id, input, out)
-        .map(|_| n)
+    let len = in_len - OVERLAY_HEADER_LEN;
+    let blocks = len.div_ceil(cryptkeep_overlay::PLAIN_BS);
+    if len + blocks * c.block_overhead() > buf.len() {
+        return Err(STATUS_BAD_DESCRIPTOR);
+    }
+    c.seal_run_in_place(first_block, id, buf, OVERLAY_HEADER_LEN, len, block)
         .map_err(|_| STATUS_FAILED)
 }
 

@@ -1,0 +1,125 @@
+//! One memory region mapped twice, as the keep's shared slot is mapped in
+//! the keep and in the I/O process: code under test works on one mapping
+//! while a [`Rewriter`] thread, standing in for a hostile peer, keeps
+//! writing through the other. The compiler sees two unrelated regions, as
+//! it does across the two processes, so the race is the real one.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// A memfd of `len` bytes mapped twice; unmapped when the map and its
+/// rewriters are gone.
+pub struct SharedMap {
+    maps: Arc<Maps>,
+}
+
+/// The two mappings.
+struct Maps {
+    mine: *mut u8,
+    peer: *mut u8,
+    len: usize,
+}
+
+// SAFETY: plain shared memory; `mine` is handed out only through
+// `&mut SharedMap`, and `peer` only to rewriter threads that write bytes.
+unsafe impl Send for Maps {}
+// SAFETY: as above.
+unsafe impl Sync for Maps {}
+
+impl SharedMap {
+    /// Maps `len` zeroed bytes twice. Panics if the system refuses.
+    pub fn new(len: usize) -> SharedMap {
+        // SAFETY: a plain memfd_create with a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(c"cryptkeep-test-shared".as_ptr(), 0) };
+        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        // SAFETY: fd was just created and is owned here alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        use std::os::fd::AsRawFd;
+        // SAFETY: ftruncate on our own memfd.
+        let r = unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) };
+        assert_eq!(r, 0, "ftruncate: {}", std::io::Error::last_os_error());
+        let map = || {
+            // SAFETY: a new shared mapping of our memfd; nothing else refers to it.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(
+                p,
+                libc::MAP_FAILED,
+                "mmap: {}",
+                std::io::Error::last_os_error()
+            );
+            p.cast::<u8>()
+        };
+        SharedMap {
+            maps: Arc::new(Maps {
+                mine: map(),
+                peer: map(),
+                len,
+            }),
+        }
+    }
+
+    /// The mapping the code under test uses.
+    pub fn mine(&mut self) -> &mut [u8] {
+        // SAFETY: `len` mapped bytes, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.maps.mine, self.maps.len) }
+    }
+
+    /// Starts a thread that writes `bytes` at each of `offsets`, through
+    /// the other mapping, over and over until the [`Rewriter`] drops.
+    pub fn rewrite(&self, offsets: Vec<usize>, bytes: Vec<u8>) -> Rewriter {
+        assert!(offsets.iter().all(|&o| o + bytes.len() <= self.maps.len));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, maps) = (stop.clone(), self.maps.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                for &o in &offsets {
+                    for (i, &b) in bytes.iter().enumerate() {
+                        // SAFETY: inside the mapping (checked above), which
+                        // the thread keeps alive through `maps`.
+                        unsafe { std::ptr::write_volatile(maps.peer.add(o + i), b) };
+                    }
+                }
+            }
+        });
+        Rewriter {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Maps {
+    fn drop(&mut self) {
+        // SAFETY: the two mappings made in new(), each unmapped once.
+        unsafe {
+            libc::munmap(self.mine.cast(), self.len);
+            libc::munmap(self.peer.cast(), self.len);
+        }
+    }
+}
+
+/// A thread writing into a [`SharedMap`]; stopped and joined on drop.
+pub struct Rewriter {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Rewriter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
