@@ -24,6 +24,10 @@ pub const PLAIN_BS: usize = 4096;
 /// The longest content nonce (XChaCha20-Poly1305's).
 const MAX_NONCE_LEN: usize = 24;
 
+/// The room [`ContentCipher::seal_run_in_place`] works in: one plaintext
+/// block and one cipher block of the longest nonce.
+pub const SEAL_WORK_LEN: usize = PLAIN_BS + PLAIN_BS + MAX_NONCE_LEN + TAG_LEN;
+
 /// Seals and opens content blocks for one file system.
 pub struct ContentCipher {
     engine: Engine,
@@ -344,10 +348,10 @@ impl ContentCipher {
             let len = chunk.len() + self.block_overhead();
             let (n_out, rest) = out[pos..pos + len].split_at_mut(nl);
             // The nonce is sealed with from `nonces`, never read back from
-            // `out` (the keep's shared slot, which the I/O side can write).
+            // `out` (which may be memory another process can write).
             let nonce = &nonces[i * nl..(i + 1) * nl];
             n_out.copy_from_slice(nonce);
-            let (ad, adn) = assoc_data(first_block + i as u64, file_id);
+            let (ad, adn) = assoc_data(first_block.wrapping_add(i as u64), file_id);
             aead.seal(nonce, &ad[..adn], chunk, rest)?;
             pos += len;
         }
@@ -356,15 +360,16 @@ impl ContentCipher {
 
     /// Seals the plaintext in `buf[from..from + len]` into cipher blocks at
     /// the start of `buf`, in place, last block first, and returns their
-    /// length: the key holder's seal in its shared slot, with one copy of
-    /// each block instead of one of the whole run. Each block is copied
-    /// into `block` (the holder's own memory, at least [`PLAIN_BS`] bytes)
-    /// and sealed from there under a nonce drawn into the holder's memory,
-    /// so what is sealed and its nonce are what the holder chose, whatever
-    /// else writes `buf` meanwhile. `from` is at most one block's overhead,
-    /// so block `i`'s output, at `i · cipher_bs() ≥ from + i · 4096`,
-    /// starts past the plaintext of the blocks still to seal. In-process
-    /// keys only.
+    /// length: the key holder's seal in its shared slot, with copies of
+    /// one block at a time instead of one of the whole run. Each block is
+    /// copied into `work` (the holder's own memory, at least
+    /// [`SEAL_WORK_LEN`] bytes), sealed there under a nonce drawn into the
+    /// holder's memory, and only the finished block is copied to the slot:
+    /// the plaintext, the nonce and the ciphertext the tag is computed over
+    /// are all the holder's, whatever else writes `buf` meanwhile. `from`
+    /// is at most one block's overhead, so block `i`'s output, at
+    /// `i · cipher_bs() ≥ from + i · 4096`, starts past the plaintext of
+    /// the blocks still to seal. In-process keys only.
     pub fn seal_run_in_place(
         &self,
         first_block: u64,
@@ -372,7 +377,7 @@ impl ContentCipher {
         buf: &mut [u8],
         from: usize,
         len: usize,
-        block: &mut [u8],
+        work: &mut [u8],
     ) -> Result<usize> {
         let Engine::Local(aead) = &self.engine else {
             return Err(Error::InvalidArgument(
@@ -381,13 +386,13 @@ impl ContentCipher {
         };
         let (nl, ov, cbs) = (self.nonce_len, self.block_overhead(), self.cipher_bs());
         let nblocks = len.div_ceil(PLAIN_BS);
-        let total = len + nblocks * ov;
+        let total = nblocks.checked_mul(ov).and_then(|o| o.checked_add(len));
         let plain_end = from.checked_add(len);
         if nblocks == 0
             || from > ov
-            || block.len() < PLAIN_BS
+            || work.len() < SEAL_WORK_LEN
             || plain_end.is_none_or(|e| e > buf.len())
-            || total > buf.len()
+            || total.is_none_or(|t| t > buf.len())
         {
             return Err(Error::InvalidArgument(format!(
                 "{len} bytes of plaintext at {from} do not seal in place in {} bytes",
@@ -403,16 +408,18 @@ impl ContentCipher {
                 cryptkeep_crypto::rand::fill_random(&mut nonces[..BATCH * nl])?;
             }
             let start = i * PLAIN_BS;
-            let plain = &mut block[..(len - start).min(PLAIN_BS)];
-            plain.copy_from_slice(&buf[from + start..from + start + plain.len()]);
-            let out = &mut buf[i * cbs..i * cbs + plain.len() + ov];
-            let (n_out, rest) = out.split_at_mut(nl);
+            let plen = (len - start).min(PLAIN_BS);
+            let (plain, sealed) = work.split_at_mut(PLAIN_BS);
+            let (plain, sealed) = (&mut plain[..plen], &mut sealed[..plen + ov]);
+            plain.copy_from_slice(&buf[from + start..from + start + plen]);
+            let (n_out, rest) = sealed.split_at_mut(nl);
             let nonce = &nonces[k * nl..(k + 1) * nl];
             n_out.copy_from_slice(nonce);
             let (ad, adn) = assoc_data(first_block.wrapping_add(i as u64), file_id);
             aead.seal(nonce, &ad[..adn], plain, rest)?;
+            buf[i * cbs..i * cbs + plen + ov].copy_from_slice(sealed);
         }
-        Ok(total)
+        Ok(len + nblocks * ov)
     }
 
     /// Opens consecutive cipher blocks into `out` (room for 4096 bytes per
@@ -862,7 +869,7 @@ mod tests {
                     let blocks = len.div_ceil(PLAIN_BS);
                     let mut buf = vec![0xeeu8; from + len + blocks * ov];
                     buf[from..from + len].copy_from_slice(&p);
-                    let mut block = vec![0u8; PLAIN_BS];
+                    let mut block = vec![0u8; SEAL_WORK_LEN];
                     let id = [4u8; 16];
                     let n = c
                         .seal_run_in_place(7, Some(&id), &mut buf, from, len, &mut block)
@@ -882,7 +889,7 @@ mod tests {
                 }
             }
             let mut buf = vec![0u8; 2 * PLAIN_BS];
-            let mut block = vec![0u8; PLAIN_BS];
+            let mut block = vec![0u8; SEAL_WORK_LEN];
             let n = c
                 .seal_run_in_place(0, None, &mut buf, 0, 100, &mut block)
                 .unwrap();
@@ -919,9 +926,13 @@ mod tests {
             let _peer = map.rewrite(nonce_fields, chosen.clone());
             let id = [1u8; 16];
             let plain = vec![7u8; len];
-            let (mut block, mut out) = (vec![0u8; PLAIN_BS], vec![0u8; PLAIN_BS]);
+            let (mut block, mut out) = (vec![0u8; SEAL_WORK_LEN], vec![0u8; PLAIN_BS]);
+            // Blocks whose nonce field the peer had rewritten when they
+            // were checked: proof that it ran during the seals.
+            let mut rewritten = 0;
             for round in 0..100 {
-                let buf = map.mine();
+                // SAFETY: the peer's writes are what this test is about.
+                let buf = unsafe { map.mine() };
                 let n = len + blocks * ov;
                 if round % 2 == 0 {
                     buf[32..32 + len].copy_from_slice(&plain);
@@ -932,6 +943,7 @@ mod tests {
                 }
                 for (i, b) in buf[..n].chunks(cbs).enumerate() {
                     let mut forged = b.to_vec();
+                    rewritten += usize::from(forged[..nl] == chosen[..]);
                     forged[..nl].copy_from_slice(&chosen);
                     let r = c.decrypt_block_into(i as u64, Some(&id), &forged, &mut out);
                     assert!(
@@ -940,6 +952,7 @@ mod tests {
                     );
                 }
             }
+            assert!(rewritten > 0, "{c:?}: the peer never wrote a nonce field");
         }
     }
 

@@ -35,7 +35,7 @@ pub mod tree;
 
 pub use cipherdir::{CipherDir, DirEntry, Listed};
 pub use config::{Config, ContentAlg, InitOptions, NameMode};
-pub use content::{ContentCipher, PLAIN_BS};
+pub use content::{ContentCipher, PLAIN_BS, SEAL_WORK_LEN};
 pub use error::{Error, Result};
 pub use file::CipherFile;
 pub use flags::FeatureFlag;

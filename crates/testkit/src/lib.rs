@@ -10,8 +10,9 @@
 //! - [`run()`]: running an outside command that must succeed;
 //! - [`mounts`]: guards for a tmpfs, a loop device and a mounted file system;
 //! - [`gocryptfs`] and [`tree`]: the gocryptfs oracle and test trees;
-//! - [`SharedMap`]: memory mapped twice, with a thread rewriting it, for
-//!   code that must hold up against a peer writing its shared memory.
+//! - [`SharedMap`]: memory mapped twice, with a thread rewriting or
+//!   watching it, for code that must hold up against a peer sharing its
+//!   memory.
 //!
 //! Nothing here depends on cryptkeep's own crates, so every crate can use it.
 
@@ -27,5 +28,5 @@ pub mod tree;
 
 pub use rng::{random_key, Rng};
 pub use run::{run, run_cmd};
-pub use shared_map::{Rewriter, SharedMap};
+pub use shared_map::{Rewriter, SharedMap, Watcher};
 pub use tempdir::TempDir;

@@ -1,11 +1,12 @@
 //! One memory region mapped twice, as the keep's shared slot is mapped in
 //! the keep and in the I/O process: code under test works on one mapping
 //! while a [`Rewriter`] thread, standing in for a hostile peer, keeps
-//! writing through the other. The compiler sees two unrelated regions, as
-//! it does across the two processes, so the race is the real one.
+//! writing through the other, or a [`Watcher`] thread keeps reading it.
+//! The compiler sees two unrelated regions, as it does across the two
+//! processes, so the race is the real one.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -32,7 +33,8 @@ impl SharedMap {
     /// Maps `len` zeroed bytes twice. Panics if the system refuses.
     pub fn new(len: usize) -> SharedMap {
         // SAFETY: a plain memfd_create with a NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"cryptkeep-test-shared".as_ptr(), 0) };
+        let fd =
+            unsafe { libc::memfd_create(c"cryptkeep-test-shared".as_ptr(), libc::MFD_CLOEXEC) };
         assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
         // SAFETY: fd was just created and is owned here alone.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -70,18 +72,32 @@ impl SharedMap {
     }
 
     /// The mapping the code under test uses.
-    pub fn mine(&mut self) -> &mut [u8] {
-        // SAFETY: `len` mapped bytes, borrowed mutably through `self`.
+    ///
+    /// # Safety
+    ///
+    /// A [`Rewriter`] of this map writes the same memory while the slice
+    /// is borrowed: the caller accepts that, as code working on the keep's
+    /// shared slot must, and does not rely on what it reads staying put.
+    pub unsafe fn mine(&mut self) -> &mut [u8] {
+        // SAFETY: `len` mapped bytes, borrowed mutably through `self`; the
+        // caller accepts the peer's writes.
         unsafe { std::slice::from_raw_parts_mut(self.maps.mine, self.maps.len) }
     }
 
     /// Starts a thread that writes `bytes` at each of `offsets`, through
-    /// the other mapping, over and over until the [`Rewriter`] drops.
+    /// the other mapping, over and over until the [`Rewriter`] drops;
+    /// returns once the thread runs.
     pub fn rewrite(&self, offsets: Vec<usize>, bytes: Vec<u8>) -> Rewriter {
-        assert!(offsets.iter().all(|&o| o + bytes.len() <= self.maps.len));
+        let fits = |&o: &usize| {
+            o.checked_add(bytes.len())
+                .is_some_and(|e| e <= self.maps.len)
+        };
+        assert!(offsets.iter().all(fits), "a rewrite outside the map");
         let stop = Arc::new(AtomicBool::new(false));
         let (s, maps) = (stop.clone(), self.maps.clone());
+        let (started, running) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
+            let _ = started.send(());
             while !s.load(Ordering::Relaxed) {
                 for &o in &offsets {
                     for (i, &b) in bytes.iter().enumerate() {
@@ -92,9 +108,72 @@ impl SharedMap {
                 }
             }
         });
+        let _ = running.recv();
         Rewriter {
             stop,
             thread: Some(thread),
+        }
+    }
+}
+
+impl SharedMap {
+    /// Starts a thread that reads `pattern.len()` bytes at `offset` through
+    /// the other mapping over and over until the [`Watcher`] drops, and
+    /// counts the reads that found `pattern` there; returns once the
+    /// thread runs.
+    pub fn watch(&self, offset: usize, pattern: Vec<u8>) -> Watcher {
+        let fits = offset
+            .checked_add(pattern.len())
+            .is_some_and(|e| e <= self.maps.len);
+        assert!(fits, "a watch outside the map");
+        let (stop, seen) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (s, n, maps) = (stop.clone(), seen.clone(), self.maps.clone());
+        let (started, running) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let _ = started.send(());
+            let mut got = vec![0u8; pattern.len()];
+            while !s.load(Ordering::Relaxed) {
+                for (i, g) in got.iter_mut().enumerate() {
+                    // SAFETY: inside the mapping (checked above), which the
+                    // thread keeps alive through `maps`.
+                    *g = unsafe { std::ptr::read_volatile(maps.peer.add(offset + i)) };
+                }
+                if got == pattern {
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        let _ = running.recv();
+        Watcher {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+}
+
+/// A thread reading a [`SharedMap`]; stopped and joined on drop.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    seen: Arc<AtomicUsize>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// How many reads so far found the pattern.
+    pub fn seen(&self) -> usize {
+        self.seen.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

@@ -506,14 +506,19 @@ fn an_iv_written_into_the_tuples_meanwhile_is_not_sealed_under() {
         let iv_fields = (0..n).map(|i| n * ss + i * tl + tb).collect();
         let _peer = map.rewrite(iv_fields, chosen.clone());
         let plain = bytes(n * ss, 9);
+        // IV fields the peer had rewritten when they were checked: proof
+        // that it ran during the seals.
+        let mut rewritten = 0;
         for round in 0..100 {
-            let buf = map.mine();
+            // SAFETY: the peer's writes are what this test is about.
+            let buf = unsafe { map.mine() };
             let (data, tuples) = buf.split_at_mut(n * ss);
             data.copy_from_slice(&plain);
             a.seal(0, data, tuples).unwrap();
             for i in 0..n {
                 let mut sector = data[i * ss..(i + 1) * ss].to_vec();
                 let mut tuple = tuples[i * tl..(i + 1) * tl].to_vec();
+                rewritten += usize::from(tuple[tb..] == chosen[..]);
                 tuple[tb..].copy_from_slice(&chosen);
                 let bad = a.open(i as u64, &mut sector, &tuple).unwrap();
                 assert_eq!(
@@ -523,6 +528,7 @@ fn an_iv_written_into_the_tuples_meanwhile_is_not_sealed_under() {
                 );
             }
         }
+        assert!(rewritten > 0, "{spec:?}: the peer never wrote an IV field");
     }
 }
 

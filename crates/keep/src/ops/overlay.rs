@@ -66,7 +66,7 @@ fn handle_op(
             INPUT.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
                 scratch.clear();
-                scratch.resize(cryptkeep_overlay::PLAIN_BS, 0);
+                scratch.resize(cryptkeep_overlay::SEAL_WORK_LEN, 0);
                 seal_in_place(keys, arg, id.as_ref(), buf, in_len, &mut scratch)
             })
         }
@@ -98,20 +98,20 @@ thread_local! {
 }
 
 /// [`OP_OVERLAY_SEAL`] of the plaintext in `buf[header..in_len]`, in
-/// place, last block first: each block is copied into `block` (the
-/// worker's own buffer) and sealed from there to its place in the output,
-/// under a nonce drawn in the keep (`ContentCipher::seal_run_in_place`).
-/// So what is sealed, and under which nonce, is what the keep copied and
-/// drew, whatever the I/O side writes into the slot meanwhile; and the
-/// block is still in the cache when it is sealed, where a copy of the
-/// whole request was not.
+/// place, last block first: each block is copied into `work` (the
+/// worker's own buffer), sealed there under a nonce drawn in the keep,
+/// and copied to its place in the output once it is sealed
+/// (`ContentCipher::seal_run_in_place`). So the plaintext, the nonce and
+/// the ciphertext the tag covers are the keep's, whatever the I/O side
+/// writes into the slot meanwhile; and the block is still in the cache
+/// when it is sealed, where a copy of the whole request was not.
 fn seal_in_place(
     keys: &HeldKeys,
     first_block: u64,
     id: Option<&FileId>,
     buf: &mut [u8],
     in_len: usize,
-    block: &mut [u8],
+    work: &mut [u8],
 ) -> Result<usize, u32> {
     let c = keys.content();
     let len = in_len - OVERLAY_HEADER_LEN;
@@ -119,7 +119,7 @@ fn seal_in_place(
     if len + blocks * c.block_overhead() > buf.len() {
         return Err(STATUS_BAD_DESCRIPTOR);
     }
-    c.seal_run_in_place(first_block, id, buf, OVERLAY_HEADER_LEN, len, block)
+    c.seal_run_in_place(first_block, id, buf, OVERLAY_HEADER_LEN, len, work)
         .map_err(|_| STATUS_FAILED)
 }
 

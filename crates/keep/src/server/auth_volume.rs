@@ -89,11 +89,14 @@ pub(super) fn build(
 /// the answer must fit the buffer; a failure is a status for that request
 /// only, nothing panics.
 ///
-/// The slot is shared memory the I/O process can rewrite while the keep
-/// works on it. That cannot make the keep read or write outside the slot,
-/// and it gains the I/O process nothing: it can already seal whatever it
-/// likes. Authentication protects the volume against whoever writes the
-/// disk, not against the process that holds the plaintext.
+/// The slot is shared memory the I/O process can rewrite, and read, while
+/// the keep works on it. That cannot make the keep read or write outside
+/// the slot, and it gains the I/O process nothing: it can already seal
+/// whatever it likes, the keep seals under IVs it keeps in its own memory,
+/// and opens in its own memory, so the slot never holds plaintext whose
+/// tag was not checked. Authentication protects the volume against
+/// whoever writes the disk, not against the process that holds the
+/// plaintext.
 pub struct AuthVolumeHandler {
     sectors: Box<dyn AuthCrypt>,
 }
@@ -159,7 +162,7 @@ impl Handler for AuthVolumeHandler {
             s.seal(first, data, tuples).map_err(|_| STATUS_FAILED)?;
             return Ok(out);
         }
-        let failed = s.open(first, data, tuples).map_err(|_| STATUS_FAILED)?;
+        let failed = open_privately(s, first, data, tuples)?;
         let bitmap = &mut rest[..open_bitmap_len(n)];
         bitmap.fill(0);
         for i in failed {
@@ -172,5 +175,119 @@ impl Handler for AuthVolumeHandler {
             data[i * ss..(i + 1) * ss].fill(0);
         }
         Ok(out)
+    }
+}
+
+/// Sectors opened per copy out of the slot: 64 KiB of data (one sector at
+/// least), which stays in the cache between the copy and the open.
+const OPEN_CHUNK_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// Each worker's copy of the sectors and tuples it opens, reused from
+    /// one request to the next. It holds ciphertext, and plaintext the I/O
+    /// process is sent: nothing it does not have; the secret heap wipes it
+    /// when the worker ends.
+    static OPEN_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Opens the sectors in `data` against `tuples` (both in the shared slot)
+/// in the keep's own memory, a chunk at a time: the chunk's sectors and
+/// tuples are copied out of the slot, opened there, and only then copied
+/// back, the sectors that failed as zeros. So the I/O side never sees
+/// plaintext whose tag was not checked (releasing it would let a daemon
+/// recover an AEGIS state and forge sectors), and what is checked is what
+/// is decrypted, whatever the daemon writes into the slot meanwhile.
+/// Returns the indices of the sectors that failed.
+fn open_privately(
+    s: &dyn AuthCrypt,
+    first: u64,
+    data: &mut [u8],
+    tuples: &[u8],
+) -> Result<Vec<usize>, u32> {
+    let (ss, ts) = (s.sector_size(), s.tuple_size());
+    let n = data.len() / ss;
+    let per_chunk = (OPEN_CHUNK_BYTES / ss).max(1);
+    OPEN_COPY.with(|copy| {
+        let mut copy = copy.borrow_mut();
+        copy.clear();
+        copy.resize(per_chunk.min(n) * (ss + ts), 0);
+        let mut failed = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let k = per_chunk.min(n - start);
+            let (d, t) = copy.split_at_mut(k * ss);
+            let (d, t) = (&mut d[..], &mut t[..k * ts]);
+            d.copy_from_slice(&data[start * ss..(start + k) * ss]);
+            t.copy_from_slice(&tuples[start * ts..(start + k) * ts]);
+            let bad = s
+                .open(first + start as u64, d, t)
+                .map_err(|_| STATUS_FAILED)?;
+            for &i in &bad {
+                if i >= k {
+                    return Err(STATUS_FAILED);
+                }
+                d[i * ss..(i + 1) * ss].fill(0);
+            }
+            data[start * ss..(start + k) * ss].copy_from_slice(d);
+            failed.extend(bad.into_iter().map(|i| start + i));
+            start += k;
+        }
+        Ok(failed)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cryptkeep_testkit::SharedMap;
+
+    /// A sector whose tag fails comes back as zeros, and a peer reading the
+    /// slot all along never sees its plaintext, though its ciphertext is
+    /// intact (only the tag was changed) and would decrypt to it: the keep
+    /// opens in its own memory and copies only checked sectors back.
+    #[test]
+    fn a_failed_sectors_plaintext_never_reaches_the_slot() {
+        // (AES-256-GCM runs on this crate's own engine, which decrypts
+        // before it compares the tag; AES-128-GCM on RustCrypto's.)
+        let modes = [
+            ("aegis128-random", "aead", 16),
+            ("aes-gcm-random", "aead", 32),
+            ("aes-gcm-random", "aead", 16),
+            ("chacha20-random", "poly1305", 32),
+            ("aes-xts-plain64", "hmac(sha256)", 96),
+        ];
+        for (encryption, integrity, key_len) in modes {
+            let spec = AuthSpec::parse(encryption, integrity).unwrap();
+            let key = vec![7u8; key_len];
+            let h = build(&spec, &key, 512, "test").unwrap();
+            let (ss, ts, n) = (512, spec.tuple_bytes(), 8);
+            let plain: Vec<u8> = (0..n * ss).map(|i| (i % 251) as u8 ^ 0x33).collect();
+            let in_len = n * (ss + ts);
+            let answer = in_len + open_bitmap_len(n);
+            let mut sealed = vec![0u8; answer];
+            sealed[..n * ss].copy_from_slice(&plain);
+            assert_eq!(
+                h.handle(OP_SEAL_SECTORS, 0, &mut sealed, in_len),
+                Ok(in_len)
+            );
+            sealed[n * ss + 3 * ts] ^= 1;
+            let mut map = SharedMap::new(answer);
+            let peer = map.watch(3 * ss, plain[3 * ss..3 * ss + 16].to_vec());
+            for _ in 0..2000 {
+                // SAFETY: the peer only reads; what it sees is the test.
+                let buf = unsafe { map.mine() };
+                buf.copy_from_slice(&sealed);
+                assert_eq!(h.handle(OP_OPEN_SECTORS, 0, buf, in_len), Ok(answer));
+                assert_eq!(buf[in_len], 1 << 3, "{spec:?}: the failure bitmap");
+                assert!(buf[3 * ss..4 * ss].iter().all(|&b| b == 0));
+                assert_eq!(buf[..3 * ss], plain[..3 * ss]);
+                assert_eq!(buf[4 * ss..n * ss], plain[4 * ss..]);
+            }
+            assert_eq!(
+                peer.seen(),
+                0,
+                "{spec:?}: the slot showed the plaintext of a sector that failed"
+            );
+        }
     }
 }
