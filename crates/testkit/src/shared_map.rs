@@ -94,11 +94,13 @@ impl SharedMap {
         };
         assert!(offsets.iter().all(fits), "a rewrite outside the map");
         let stop = Arc::new(AtomicBool::new(false));
-        let (s, maps) = (stop.clone(), self.maps.clone());
+        let passes = Arc::new(AtomicUsize::new(0));
+        let (s, p, maps) = (stop.clone(), passes.clone(), self.maps.clone());
         let (started, running) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let _ = started.send(());
             while !s.load(Ordering::Relaxed) {
+                p.fetch_add(1, Ordering::Relaxed);
                 for &o in &offsets {
                     for (i, &b) in bytes.iter().enumerate() {
                         // SAFETY: inside the mapping (checked above), which
@@ -111,6 +113,7 @@ impl SharedMap {
         let _ = running.recv();
         Rewriter {
             stop,
+            passes,
             thread: Some(thread),
         }
     }
@@ -126,11 +129,9 @@ impl SharedMap {
             .checked_add(pattern.len())
             .is_some_and(|e| e <= self.maps.len);
         assert!(fits, "a watch outside the map");
-        let (stop, seen) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicUsize::new(0)),
-        );
-        let (s, n, maps) = (stop.clone(), seen.clone(), self.maps.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen, reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (s, n, r, maps) = (stop.clone(), seen.clone(), reads.clone(), self.maps.clone());
         let (started, running) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let _ = started.send(());
@@ -144,12 +145,14 @@ impl SharedMap {
                 if got == pattern {
                     n.fetch_add(1, Ordering::Relaxed);
                 }
+                r.fetch_add(1, Ordering::Relaxed);
             }
         });
         let _ = running.recv();
         Watcher {
             stop,
             seen,
+            reads,
             thread: Some(thread),
         }
     }
@@ -159,6 +162,7 @@ impl SharedMap {
 pub struct Watcher {
     stop: Arc<AtomicBool>,
     seen: Arc<AtomicUsize>,
+    reads: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -166,6 +170,12 @@ impl Watcher {
     /// How many reads so far found the pattern.
     pub fn seen(&self) -> usize {
         self.seen.load(Ordering::Relaxed)
+    }
+
+    /// How many reads the thread has made: a test checks that the peer
+    /// really ran while the code under test did.
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::Relaxed)
     }
 }
 
@@ -191,7 +201,16 @@ impl Drop for Maps {
 /// A thread writing into a [`SharedMap`]; stopped and joined on drop.
 pub struct Rewriter {
     stop: Arc<AtomicBool>,
+    passes: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl Rewriter {
+    /// How many passes over its offsets the thread has begun: a test
+    /// checks that the peer really ran while the code under test did.
+    pub fn passes(&self) -> usize {
+        self.passes.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Rewriter {

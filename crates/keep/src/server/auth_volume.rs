@@ -240,6 +240,7 @@ fn open_privately(
 mod tests {
     use super::*;
     use cryptkeep_testkit::SharedMap;
+    use std::time::{Duration, Instant};
 
     /// A sector whose tag fails comes back as zeros, and a peer reading the
     /// slot all along never sees its plaintext, though its ciphertext is
@@ -273,7 +274,14 @@ mod tests {
             sealed[n * ss + 3 * ts] ^= 1;
             let mut map = SharedMap::new(answer);
             let peer = map.watch(3 * ss, plain[3 * ss..3 * ss + 16].to_vec());
-            for _ in 0..2000 {
+            // At least 2000 opens, and until the peer has read the slot
+            // many times while they ran (a loaded machine may give it no
+            // CPU for a while).
+            let (before, deadline) = (peer.reads(), Instant::now() + Duration::from_secs(60));
+            let ran = |p: &cryptkeep_testkit::Watcher| p.reads() >= before + 1000;
+            let mut round = 0;
+            while round < 2000 || (!ran(&peer) && Instant::now() < deadline) {
+                round += 1;
                 // SAFETY: the peer only reads; what it sees is the test.
                 let buf = unsafe { map.mine() };
                 buf.copy_from_slice(&sealed);
@@ -283,6 +291,7 @@ mod tests {
                 assert_eq!(buf[..3 * ss], plain[..3 * ss]);
                 assert_eq!(buf[4 * ss..n * ss], plain[4 * ss..]);
             }
+            assert!(ran(&peer), "{spec:?}: the peer barely ran during the opens");
             assert_eq!(
                 peer.seen(),
                 0,
