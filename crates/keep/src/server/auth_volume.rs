@@ -209,8 +209,11 @@ fn open_privately(
     let per_chunk = (OPEN_CHUNK_BYTES / ss).max(1);
     OPEN_COPY.with(|copy| {
         let mut copy = copy.borrow_mut();
-        copy.clear();
-        copy.resize(per_chunk.min(n) * (ss + ts), 0);
+        // Grown, never shrunk or zeroed again: a request pays no fill.
+        let want = per_chunk.min(n) * (ss + ts);
+        if copy.len() < want {
+            copy.resize(want, 0);
+        }
         let mut failed = Vec::new();
         let mut start = 0;
         while start < n {
