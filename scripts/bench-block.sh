@@ -10,10 +10,15 @@
 # All in the same run, interleaved, REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
 # usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard] [--with-inline]
-#                               [--backing DIR] [--only t1,t2] [--load cpu]
+#                               [--backing DIR] [--only t1,t2] [--load cpu] [--seconds S]
 #   --load cpu: one busy process per CPU (stress-ng --cpu $(nproc)) runs through all the
 #   measurements: the block path on a machine busy with other work. With --with-inline it
 #   is the measure of what the keep process costs under contention.
+#   --seconds S: each fio test runs for S seconds, over the device again and again (fio
+#   --time_based), instead of one pass (1 GiB: well under a second on a tmpfs, so a
+#   single scheduling hiccup of a busy machine moves the figure); the dd and hdparm tests
+#   are unchanged. The loaded measure of the keep:
+#     scripts/bench-block.sh --only cryptkeep,inline --load cpu --seconds 5 --reps 5
 #   Every image file is fully allocated (fallocate) before it is measured, so the first
 #   run does not pay for the backing store's allocation.
 #   --backing DIR: the image files go into a work dir made in DIR (removed afterwards) instead
@@ -31,6 +36,7 @@
 # cryptkeep binary (an older build), to compare two builds in one run.
 set -euo pipefail
 reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0; backing= load=
+fio_seconds=
 targets=(cryptkeep loop bindfs gocryptfs)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +49,8 @@ while [ $# -gt 0 ]; do
     --only) IFS=, read -r -a targets <<< "$2"; shift 2;;
     --load) [ "$2" = cpu ] || { echo "bench-block: --load takes 'cpu'" >&2; exit 1; }
             load=$2; shift 2;;
+    --seconds) [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-block: --seconds takes a whole number of seconds" >&2; exit 1; }
+               fio_seconds=$2; shift 2;;
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -57,7 +65,7 @@ ck=${CK:-$root/target/release/cryptkeep}
 for t in fio hdparm bindfs gocryptfs losetup mkfs.ext4 python3; do
   command -v $t >/dev/null || { echo "bench-block: $t missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
-blk_name=bench-block blk_ck=$ck
+blk_name=bench-block blk_ck=$ck blk_fio_time_based=$fio_seconds
 . "$root/scripts/bench/lib-block.sh"
 blk_init "$backing" $((size_mib * 6 + 512))
 w=$blk_w t=$blk_store store=$blk_store_desc
@@ -77,7 +85,7 @@ if has bindfs; then blk_bindfs bindfs $size_mib; bind_dev=$blk_dev; fi
 if has gocryptfs; then blk_gocryptfs gocryptfs $size_mib $w/pass; goc_dev=$blk_dev; fi
 
 # On a disk, writes are timed until they are durable (see blk_fio).
-fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib 10 ${backing:+durable})"; } # dev rw -> MiB/s
+fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib ${fio_seconds:-10} ${backing:+durable})"; } # dev rw -> MiB/s
 dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   local m=$w/mnt-dd
   # no lazy init: its background zeroing would race the timed write
@@ -133,4 +141,4 @@ for target in "${targets[@]}"; do
   for k in write read dd ddwarm hdparm; do row+=" $k [${res[$target,$k]% }]"; done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)})"
+echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)}${fio_seconds:+; each fio test runs ${fio_seconds} s (--time_based)})"

@@ -27,6 +27,7 @@
 
 blk_name=${blk_name:-bench}        # prefix of messages
 blk_ck=${blk_ck:-}                 # the cryptkeep binary
+blk_fio_time_based=${blk_fio_time_based:-} # non-empty: fio runs for its whole RUNTIME_S
 blk_w=                             # the work directory
 blk_store=                         # where the image files go (the tmpfs or a directory on the backing store)
 blk_store_desc=                    # "FSTYPE on SOURCE" of the backing store
@@ -270,12 +271,17 @@ blk_wait() {
 # libaio, direct, two jobs on the two halves of the device; prints MiB/s. With "durable", a
 # write ends with an fsync of the device that the time includes (--end_fsync=1): what a
 # target kept in a page cache below the device must then reach the disk within the time.
+# By default fio stops after one pass over the device (well under a second on a tmpfs);
+# with blk_fio_time_based set it goes over it again until RUNTIME_S have passed, which
+# averages out a busy machine's swings.
 blk_fio() {
-  local durable=() out=$blk_w/fio.$BASHPID.json
+  local durable=() timed=() out=$blk_w/fio.$BASHPID.json
   [ "${5:-}" = durable ] && [ "$2" = write ] && durable=(--end_fsync=1)
+  [ -n "$blk_fio_time_based" ] && timed=(--time_based)
   blk_wait fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 \
     --numjobs=2 --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting \
-    "${durable[@]}" --output-format=json --output="$out" 2>/dev/null >/dev/null || { rm -f "$out"; return 1; }
+    "${timed[@]}" "${durable[@]}" --output-format=json --output="$out" 2>/dev/null >/dev/null ||
+    { rm -f "$out"; return 1; }
   python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$2']['bw_bytes'] / 1048576, 2))" < "$out"
   rm -f "$out"
 }
