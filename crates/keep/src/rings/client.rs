@@ -19,18 +19,35 @@ use super::spin::SpinBudget;
 use crate::proto::{op_name, status_text, STATUS_OK, STATUS_SHUTDOWN};
 use crate::{control, Error};
 
-/// How long a caller waits for its answer without sleeping
-/// (`CRYPTKEEP_KEEP_CLIENT_SPIN_US`, default 5 µs): the first 2 µs
-/// spinning, the rest yielding the CPU between checks. Short on purpose:
-/// on few cores a waiting caller must leave the CPU to the keep's workers
-/// (measured with `cryptkeep bench keep`: longer client spins cut sector
-/// throughput through the keep by a third on two cores); small calls such
-/// as the null call still finish within the spin.
+/// How long the caller of a large request waits for its answer without
+/// sleeping (`CRYPTKEEP_KEEP_CLIENT_SPIN_US`, default 5 µs): the first
+/// 2 µs spinning, the rest yielding the CPU between checks. Short on
+/// purpose: on few cores a waiting caller must leave the CPU to the
+/// keep's workers (measured with `cryptkeep bench keep`: longer client
+/// spins cut sector throughput through the keep by a third on two cores).
+/// Small requests wait longer ([`small_spin_window`]).
 fn spin_window() -> Duration {
     let us = std::env::var("CRYPTKEEP_KEEP_CLIENT_SPIN_US")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5u64);
+    Duration::from_micros(us)
+}
+
+/// How long a caller waits for the answer to a small request (less than
+/// [`LARGE_REQUEST`] of input: a name, a small file's block, the null
+/// call) without sleeping (`CRYPTKEEP_KEEP_CLIENT_SMALL_SPIN_US`, default
+/// 200 µs), yielding the CPU between checks after the first 2 µs. A
+/// worker answers such a request within microseconds once it runs, and a
+/// caller that slept pays a wake-up of tens of microseconds on a VM on
+/// top: a tar extract through `fs mount --keep`, two small requests per
+/// file, took 1.08× the time of `fs mount` with the 5 µs of large
+/// requests and 0.97× with 200 µs (docs/guide/performance.md).
+fn small_spin_window() -> Duration {
+    let us = std::env::var("CRYPTKEEP_KEEP_CLIENT_SMALL_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200u64);
     Duration::from_micros(us)
 }
 
@@ -62,7 +79,10 @@ pub struct Client {
     peer: OwnedFd,
     queues: Vec<Mutex<QueueState>>,
     gone: AtomicBool,
+    /// How long a caller of a large request waits awake.
     spin: Duration,
+    /// How long a caller of a small request waits awake.
+    small_spin: Duration,
     /// Worker threads of the keep (queue q is served by worker q mod this).
     workers: usize,
     /// For each worker, 1 + the CPU it is pinned to, or 0.
@@ -125,6 +145,7 @@ impl Client {
             queues,
             gone: AtomicBool::new(false),
             spin,
+            small_spin: small_spin_window(),
             workers,
             worker_cpu,
             pinned,
@@ -342,7 +363,12 @@ impl Client {
                 st.after_wake.caught(waited);
             }
         } else {
-            self.wait_completion(q, st, self.spin)?;
+            let budget = if LAST_LARGE.get() {
+                self.spin
+            } else {
+                self.small_spin
+            };
+            self.wait_completion(q, st, budget)?;
         }
         // SAFETY: masked into queue q's completion ring.
         let c = unsafe { read_cqe(a.cqe(q, st.cq_head)) };
