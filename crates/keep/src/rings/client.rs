@@ -27,11 +27,7 @@ use crate::{control, Error};
 /// spins cut sector throughput through the keep by a third on two cores).
 /// Small requests wait longer ([`small_spin_window`]).
 fn spin_window() -> Duration {
-    let us = std::env::var("CRYPTKEEP_KEEP_CLIENT_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5u64);
-    Duration::from_micros(us)
+    micros_from_env("CRYPTKEEP_KEEP_CLIENT_SPIN_US", 5)
 }
 
 /// How long a caller waits for the answer to a small request (less than
@@ -44,10 +40,16 @@ fn spin_window() -> Duration {
 /// file, took 1.08× the time of `fs mount` with the 5 µs of large
 /// requests and 0.97× with 200 µs (docs/guide/performance.md).
 fn small_spin_window() -> Duration {
-    let us = std::env::var("CRYPTKEEP_KEEP_CLIENT_SMALL_SPIN_US")
+    micros_from_env("CRYPTKEEP_KEEP_CLIENT_SMALL_SPIN_US", 200)
+}
+
+/// The whole microseconds in environment variable `name`, or `default`
+/// when it is unset or not a number.
+fn micros_from_env(name: &str, default: u64) -> Duration {
+    let us = std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200u64);
+        .unwrap_or(default);
     Duration::from_micros(us)
 }
 
