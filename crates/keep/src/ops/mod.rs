@@ -12,6 +12,14 @@ pub mod seal;
 
 use aws_lc_sys as sys;
 
+/// Makes a worker's buffer `v` at least `len` bytes long. It only grows,
+/// so a worker's requests after its first pay no zero-fill.
+pub(crate) fn grow_buffer(v: &mut Vec<u8>, len: usize) {
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+}
+
 /// SHA-256 (FIPS 180-4) of `data`, with AWS-LC (SHA-NI where present).
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];

@@ -65,7 +65,7 @@ fn handle_op(
             }
             INPUT.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
-                grow(&mut scratch, cryptkeep_overlay::SEAL_WORK_LEN);
+                super::grow_buffer(&mut scratch, cryptkeep_overlay::SEAL_WORK_LEN);
                 seal_in_place(keys, arg, id.as_ref(), buf, in_len, &mut scratch)
             })
         }
@@ -94,14 +94,6 @@ thread_local! {
     /// process sent or is sent: nothing it does not have; the secret heap
     /// wipes it when the worker ends.
     static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Makes `v` at least `len` bytes long. It only grows, so a worker's
-/// requests after its first pay no zero-fill.
-fn grow(v: &mut Vec<u8>, len: usize) {
-    if v.len() < len {
-        v.resize(len, 0);
-    }
 }
 
 /// [`OP_OVERLAY_SEAL`] of the plaintext in `buf[header..in_len]`, in
@@ -155,7 +147,7 @@ fn open_in_place(
     INPUT.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         // The cipher block, then room for its plaintext.
-        grow(&mut scratch, cbs + cryptkeep_overlay::PLAIN_BS);
+        super::grow_buffer(&mut scratch, cbs + cryptkeep_overlay::PLAIN_BS);
         let (cipher, plain) = scratch.split_at_mut(cbs);
         let plain = &mut plain[..cryptkeep_overlay::PLAIN_BS];
         let (mut from, mut out, mut block) = (OVERLAY_HEADER_LEN, 0, first_block);

@@ -22,10 +22,13 @@ use crate::{control, Error};
 /// How long the caller of a large request waits for its answer without
 /// sleeping (`CRYPTKEEP_KEEP_CLIENT_SPIN_US`, default 5 µs): the first
 /// 2 µs spinning, the rest yielding the CPU between checks. Short on
-/// purpose: on few cores a waiting caller must leave the CPU to the
-/// keep's workers (measured with `cryptkeep bench keep`: longer client
-/// spins cut sector throughput through the keep by a third on two cores).
-/// Small requests wait longer ([`small_spin_window`]).
+/// purpose: a large request keeps a worker busy for hundreds of
+/// microseconds, and on few cores a waiting caller leaves the CPU to the
+/// keep's workers and to other work. (Before workers were pinned, longer
+/// client spins cut sector throughput through the keep by a third on two
+/// cores; with pinned workers `cryptkeep bench keep` measured 200 µs
+/// within a few percent of 5 µs, docs/design/keep-rings.md.) Small
+/// requests wait longer ([`small_spin_window`]).
 fn spin_window() -> Duration {
     micros_from_env("CRYPTKEEP_KEEP_CLIENT_SPIN_US", 5)
 }

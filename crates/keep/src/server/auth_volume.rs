@@ -209,11 +209,7 @@ fn open_privately(
     let per_chunk = (OPEN_CHUNK_BYTES / ss).max(1);
     OPEN_COPY.with(|copy| {
         let mut copy = copy.borrow_mut();
-        // Grown, never shrunk or zeroed again: a request pays no fill.
-        let want = per_chunk.min(n) * (ss + ts);
-        if copy.len() < want {
-            copy.resize(want, 0);
-        }
+        crate::ops::grow_buffer(&mut copy, per_chunk.min(n) * (ss + ts));
         let mut failed = Vec::new();
         let mut start = 0;
         while start < n {
