@@ -104,7 +104,7 @@ dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
 hdparm_run() { blk_hdparm -t $1; }
 
 declare -A res
-if [ -n "$load" ]; then BLK_LOAD=$load blk_load_start; sleep 1; fi
+if [ -n "$load" ]; then bench_load_start "$load"; sleep 1; fi
 for r in $(seq 1 $reps); do
   for target in "${targets[@]}"; do
     case $target in cryptkeep) d=$ck_dev;; loop) d=$loop_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
@@ -118,7 +118,7 @@ for r in $(seq 1 $reps); do
   done
   echo "bench-block: rep $r/$reps done" >&2
 done
-blk_load_stop
+bench_load_stop
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "backing store: $store ($t)"
 echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"

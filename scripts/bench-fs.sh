@@ -30,16 +30,20 @@
 #                module and ecryptfs-utils)
 # The mounts and the tests are in scripts/bench/lib-fs.sh (shared with scripts/bench/encfs.sh).
 # Missing peers are installed with apt-get (not in CI: this is a benchmark, not a test).
-# usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE]
+# usage: scripts/bench-fs.sh [--reps N] [--quick] [--only t1,t2] [--csv FILE] [--load cpu]
 #   (cryptkeep-base and cryptkeep-base-keep are not in the default list: --only
 #   ...,cryptkeep-base with CK_BASE set)
 #   --quick: only the first 10,000 files of the tar (a fast check)
 #   --backing DIR: the backing dirs (and the plain target) go into a work dir made in DIR,
 #     removed afterwards, instead of onto a tmpfs; the tar being extracted stays on a tmpfs.
 #     The header names the backing store (file system type and device).
+#   --load cpu: one busy process per CPU (stress-ng --cpu $(nproc)) runs through all the
+#     measurements (started after the mounts and the tar are ready): the file systems on a
+#     machine busy with other work. What the keep process costs under contention:
+#       scripts/bench-fs.sh --only cryptkeep,cryptkeep-keep --load cpu --reps 5
 #   CK=path overrides the cryptkeep binary (default target/release/cryptkeep)
 set -euo pipefail
-reps=3; quick=0; csv=; backing=
+reps=3; quick=0; csv=; backing=; load=
 targets=(plain bindfs gocryptfs cryptkeep cryptkeep-devfuse cryptkeep-keep securefs encfs cryfs)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +52,8 @@ while [ $# -gt 0 ]; do
     --only) IFS=, read -r -a targets <<< "$2"; shift 2;;
     --csv) csv=$2; shift 2;;
     --backing) backing=$2; shift 2;;
+    --load) [ "${2:-}" = cpu ] || { echo "bench-fs: --load takes 'cpu'" >&2; exit 1; }
+            load=$2; shift 2;;
     *) echo "bench-fs: unknown argument $1" >&2; exit 1;;
   esac
 done
@@ -95,10 +101,12 @@ fs_record() {
     disk) res[$1,$2]+="$3 ";;
   esac
 }
+if [ -n "$load" ]; then bench_load_start "$load"; sleep 1; fi
 for r in $(seq 1 "$reps"); do
   for target in "${targets[@]}"; do fs_rep "$target"; done
   echo "bench-fs: rep $r/$reps done" >&2
 done
+bench_load_stop
 
 # The plain tree's size, for the on-disk overhead.
 fs_plain_size
@@ -143,5 +151,5 @@ for target in "${targets[@]}"; do
   done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs; backing store: $store; $(nproc) cores; tree: $(basename "$src_xz"), $nfiles entries, $((plain_bytes / 1000000)) MB plain)"
+echo "(medians of $reps interleaved runs; backing store: $store; $(nproc) cores; tree: $(basename "$src_xz"), $nfiles entries, $((plain_bytes / 1000000)) MB plain${load:+; under load: stress-ng --cpu $(nproc)})"
 for target in "${targets[@]}"; do echo "- $target: ${ver[$target]}"; done

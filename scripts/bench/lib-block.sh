@@ -25,6 +25,7 @@
 # cryptkeep volume in its run directory, so that an interrupt between a setup step and its
 # bookkeeping leaves nothing behind either.
 
+. "$(dirname "${BASH_SOURCE[0]}")/lib-load.sh"
 blk_name=${blk_name:-bench}        # prefix of messages
 blk_ck=${blk_ck:-}                 # the cryptkeep binary
 blk_fio_time_based=${blk_fio_time_based:-} # non-empty: fio runs for its whole RUNTIME_S
@@ -35,7 +36,6 @@ blk_backing=                       # the --backing directory, empty for a tmpfs
 blk_dev=                           # the device the last blk_* setup function made
 blk_ck_volumes=()                  # "BINARY NAME" of every cryptkeep volume opened
 blk_qsd_pids=()                    # qemu-storage-daemon processes started
-blk_load_pids=()                   # CPU load started by blk_load_start
 blk_loops=()                       # loop devices attached (not cryptkeep's own)
 
 blk_log() { echo "$blk_name: $*" >&2; }
@@ -84,7 +84,7 @@ blk_cleanup() {
   [ -n "$blk_w" ] && [ -d "$blk_w" ] || return $rc
   local m fstype v bin name dev file pid i
   # 0. the CPU load, so the clean-up runs at full speed
-  blk_load_stop
+  bench_load_stop
   # 1. file systems mounted on the test devices (not the FUSE mounts under the devices)
   for m in $(blk_mounts_under_work); do
     fstype=$(findmnt -n -o FSTYPE --mountpoint "$m")
@@ -143,20 +143,6 @@ blk_attach() {
 # where it had none), so the first timed write does not pay for the backing store's block
 # allocation (tmpfs pages, ext4 extents) and later runs do not skip it.
 blk_allocate() { fallocate -l "$(stat -c %s "$1")" "$1" 2>/dev/null || true; }
-
-# blk_load_start: with BLK_LOAD=cpu, one busy process per CPU (stress-ng --cpu, at the
-# default priority) for the rest of the run: storage on a machine that is busy with other
-# work. blk_load_stop ends it (the clean-up does too).
-blk_load_start() {
-  [ "${BLK_LOAD:-}" = cpu ] || return 0
-  stress-ng --cpu "$(nproc)" --cpu-method matrixprod --quiet 3>&- &
-  blk_load_pids+=($!)
-}
-blk_load_stop() {
-  local pid
-  for pid in "${blk_load_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  blk_load_pids=()
-}
 
 # blk_plain_loop NAME SIZE_MiB
 blk_plain_loop() {

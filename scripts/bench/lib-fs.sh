@@ -35,6 +35,7 @@
 # plain_alloc, and the maps mnt[T] (where T's tests run), back[T] (its backing dir),
 # ver[T] (its version and options).
 
+. "$(dirname "${BASH_SOURCE[0]}")/lib-load.sh"
 declare -A mnt back ver fs_pids
 fs_stream_mib=100
 pw=bench-password
@@ -83,6 +84,7 @@ fs_setup() {
 # Unmount everything under the work dir, end the daemons the mounts left, remove it.
 fs_cleanup() {
   set +e
+  bench_load_stop
   [ -n "$w" ] && [ -d "$w" ] || return 0
   local m p i
   for m in $(awk -v w="$w" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do

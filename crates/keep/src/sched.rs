@@ -4,10 +4,11 @@
 //! `--keep inline` gets one thread's share and none. Four knobs, read
 //! from the environment when the workers start, change that:
 //!
-//! - `CRYPTKEEP_KEEP_RTPRIO` (default 1 for a volume's keep; 0 for an
-//!   overlay's, whose stream of small requests wants polling workers, and
-//!   for the runtime keep, whose timed repeats run for seconds; 0 turns it
-//!   off): the workers run under `SCHED_FIFO` at this real-time priority
+//! - `CRYPTKEEP_KEEP_RTPRIO` (default 1 for a volume's keep; for an
+//!   overlay's, 1 for its pinned workers only, the floating ones polling
+//!   for its stream of small requests; 0 for the runtime keep, whose timed
+//!   repeats run for seconds; set, it applies to every worker, and 0 turns
+//!   it off): the workers run under `SCHED_FIFO` at this real-time priority
 //!   (1–99), and the slice and nice value below do not apply. A woken
 //!   worker then runs at once instead of waiting for a busy task's turn.
 //!   It needs `CAP_SYS_NICE` (a root daemon has it) or an `RLIMIT_RTPRIO`
@@ -68,6 +69,22 @@ pub struct WorkerSched {
     pub nice: Option<i32>,
     /// `SCHED_FIFO` priority (`None`: the ordinary scheduler).
     pub realtime: Option<u32>,
+    /// The priority is for pinned workers only; the others stay ordinary.
+    pub pinned_only: bool,
+}
+
+/// Which workers ask for a real-time policy when `CRYPTKEEP_KEEP_RTPRIO`
+/// is not set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RealtimeDefault {
+    /// None of them.
+    None,
+    /// All of them.
+    All,
+    /// The pinned ones (they take the large requests, each of whose
+    /// callers sleeps until it is done); the floating ones stay ordinary
+    /// and poll for the small requests.
+    Pinned,
 }
 
 /// The real-time priority the workers ask for when the environment does not
@@ -82,9 +99,9 @@ impl WorkerSched {
     /// but is not a number from 1 to 99 (0 among them) turns real-time
     /// scheduling off.
     ///
-    /// `realtime_by_default`: the priority when the variable is not set
-    /// ([`DEFAULT_REALTIME_PRIORITY`], or none).
-    pub fn from_env(realtime_by_default: bool) -> WorkerSched {
+    /// `by_default`: which workers get [`DEFAULT_REALTIME_PRIORITY`] when
+    /// the variable is not set; a priority set in it applies to all.
+    pub fn from_env(by_default: RealtimeDefault) -> WorkerSched {
         let num = |k: &str| {
             std::env::var(k)
                 .ok()
@@ -98,8 +115,12 @@ impl WorkerSched {
             nice: num("CRYPTKEEP_KEEP_NICE")
                 .filter(|n| (-20..=19).contains(n))
                 .map(|n| n as i32),
+            pinned_only: by_default == RealtimeDefault::Pinned
+                && std::env::var_os("CRYPTKEEP_KEEP_RTPRIO").is_none(),
             realtime: match std::env::var("CRYPTKEEP_KEEP_RTPRIO") {
-                Err(_) => realtime_by_default.then_some(DEFAULT_REALTIME_PRIORITY),
+                Err(_) => {
+                    (by_default != RealtimeDefault::None).then_some(DEFAULT_REALTIME_PRIORITY)
+                }
                 Ok(v) => v
                     .trim()
                     .parse::<u32>()
@@ -109,11 +130,12 @@ impl WorkerSched {
         }
     }
 
-    /// Applies this to the calling thread; an error names what the kernel
-    /// refused. A refused real-time priority is reported and the other
-    /// settings are applied instead.
-    pub fn apply_to_this_thread(&self) -> Result<(), String> {
-        let Some(priority) = self.realtime else {
+    /// Applies this to the calling thread (`pinned`: a worker that will
+    /// be pinned to a CPU); an error names what the kernel refused. A
+    /// refused real-time priority is reported and the other settings are
+    /// applied instead.
+    pub fn apply_to_this_thread(&self, pinned: bool) -> Result<(), String> {
+        let Some(priority) = self.realtime.filter(|_| pinned || !self.pinned_only) else {
             return self.apply_ordinary();
         };
         let attr = SchedAttr {
@@ -255,8 +277,9 @@ mod tests {
                 slice: Some(Duration::from_micros(200)),
                 nice: None,
                 realtime: None,
+                pinned_only: false,
             };
-            s.apply_to_this_thread().unwrap();
+            s.apply_to_this_thread(false).unwrap();
             assert_eq!(current_nice(), before);
             let mut attr = SchedAttr::default();
             // SAFETY: sched_getattr(2) of this thread into `attr`, whose
@@ -316,15 +339,23 @@ mod tests {
                 slice: None,
                 nice: None,
                 realtime: Some(100),
+                pinned_only: false,
             };
-            let e = refused.apply_to_this_thread().unwrap_err();
+            let e = refused.apply_to_this_thread(false).unwrap_err();
             assert!(e.contains("SCHED_FIFO priority 100 refused"), "{e}");
             assert!(!this_thread_is_realtime());
             let rt = WorkerSched {
                 realtime: Some(DEFAULT_REALTIME_PRIORITY),
                 ..refused
             };
-            rt.apply_to_this_thread().unwrap();
+            // Pinned only: not for a floating worker.
+            let pinned_rt = WorkerSched {
+                pinned_only: true,
+                ..rt
+            };
+            pinned_rt.apply_to_this_thread(false).unwrap();
+            assert!(!this_thread_is_realtime());
+            rt.apply_to_this_thread(false).unwrap();
             assert!(this_thread_is_realtime());
             let mut p = libc::sched_param { sched_priority: 0 };
             // SAFETY: sched_getparam(2) of this thread into a local.

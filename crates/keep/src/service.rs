@@ -71,10 +71,10 @@ pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) ->
     // is synchronised to every thread after.
     let landlock = sandbox::landlock::restrict_all()?;
     // Scheduling first: a nice value below 0 needs CAP_SYS_NICE.
-    let sched = WorkerSched::from_env(handler.realtime_by_default());
+    let sched = WorkerSched::from_env(handler.realtime_workers());
     let verbose = opts.verbose;
-    let init: shm::ThreadInit = Arc::new(move || {
-        if let Err(e) = sched.apply_to_this_thread() {
+    let init: shm::ThreadInit = Arc::new(move |pinned| {
+        if let Err(e) = sched.apply_to_this_thread(pinned) {
             if verbose {
                 eprintln!("cryptkeep keep: {e}; the worker keeps the default scheduling");
             }

@@ -8,7 +8,7 @@
 
 use std::cell::Cell;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -97,7 +97,22 @@ pub struct Client {
     /// Whether any worker floats (with pinned ones: the small requests'
     /// workers).
     floating: bool,
+    /// Until when (nanoseconds since `epoch`) small requests go to the
+    /// pinned workers, as large ones do: a floating worker was slow to
+    /// answer ([`CONTENDED_WAIT`]).
+    contended_until: AtomicU64,
+    epoch: Instant,
 }
+
+/// A small request a floating worker answered this late means the machine
+/// is busy: the worker waited for a turn on a CPU (a polling or woken
+/// worker answers within tens of microseconds otherwise). For the next
+/// [`CONTENDED_HOLD`], small requests go to the pinned worker on the
+/// caller's CPU, which runs at once if it is real-time, while the caller
+/// sleeps; then a floating worker is tried again.
+const CONTENDED_WAIT: Duration = Duration::from_millis(2);
+/// See [`CONTENDED_WAIT`].
+const CONTENDED_HOLD: Duration = Duration::from_millis(100);
 
 /// CPU numbers past this (the kernel's default `NR_CPUS` ceiling) are
 /// taken as "not pinned".
@@ -155,7 +170,27 @@ impl Client {
             worker_cpu,
             pinned,
             floating,
+            contended_until: AtomicU64::new(0),
+            epoch: Instant::now(),
         })
+    }
+
+    /// Whether small requests go to the pinned workers for now: a
+    /// floating worker answered one 2 ms late or later within the last
+    /// 100 ms (a busy machine).
+    pub fn contended(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        now < self.contended_until.load(Ordering::Relaxed)
+    }
+
+    /// Notes how long a small request on queue `q` waited, when a
+    /// floating worker serves that queue.
+    fn note_small_wait(&self, q: usize, waited: Duration) {
+        if waited >= CONTENDED_WAIT && self.worker_cpu[q % self.workers] == 0 {
+            let until = self.epoch.elapsed() + CONTENDED_HOLD;
+            self.contended_until
+                .fetch_max(until.as_nanos() as u64, Ordering::Relaxed);
+        }
     }
 
     /// The largest buffer one call may carry (a queue's slot).
@@ -229,13 +264,15 @@ impl Client {
         let chosen = if here.is_some() {
             // Large: the worker on this CPU (on a CPU without one, which
             // would only pay a wake-up elsewhere, as small). Small: a
-            // floating worker where there are such, else a pinned one on
-            // another CPU.
+            // floating worker where there are such, else (and while
+            // floating workers answer late: a busy machine) a pinned one
+            // on another CPU.
             let large = LAST_LARGE.get() && here.is_some_and(|c| self.worker_cpu.contains(&c));
-            let wanted = |q: usize| match (large, self.floating) {
+            let floating = self.floating && !self.contended();
+            let wanted = |q: usize| match (large, floating) {
                 (true, _) => on_here(q),
                 (false, true) => cpu_of(q) == 0,
-                (false, false) => !on_here(q),
+                (false, false) => cpu_of(q) != 0 && !on_here(q),
             };
             order()
                 .filter(|&q| wanted(q))
@@ -356,9 +393,12 @@ impl Client {
         let a = &self.arena;
         let off = a.queue_off(q);
         if st.local {
-            // The worker runs on this CPU once this thread sleeps.
+            // The worker runs on this CPU: a real-time one took it over
+            // when it was woken and has answered by the time this thread
+            // runs again (no sleep, so no wake-up to wait for on a busy
+            // CPU); an ordinary one runs once this thread sleeps.
             st.woke_worker = false;
-            self.wait_completion(q, st, Duration::ZERO)?;
+            self.wait_completion(q, st, HOT_SPIN)?;
         } else if std::mem::take(&mut st.woke_worker) {
             let budget = st.after_wake.get();
             let (waited, slept) = self.wait_completion(q, st, budget)?;
@@ -367,13 +407,19 @@ impl Client {
             } else {
                 st.after_wake.caught(waited);
             }
+            if !LAST_LARGE.get() {
+                self.note_small_wait(q, waited);
+            }
         } else {
             let budget = if LAST_LARGE.get() {
                 self.spin
             } else {
                 self.small_spin
             };
-            self.wait_completion(q, st, budget)?;
+            let (waited, _) = self.wait_completion(q, st, budget)?;
+            if !LAST_LARGE.get() {
+                self.note_small_wait(q, waited);
+            }
         }
         // SAFETY: masked into queue q's completion ring.
         let c = unsafe { read_cqe(a.cqe(q, st.cq_head)) };

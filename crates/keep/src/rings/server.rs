@@ -51,6 +51,18 @@ pub trait Handler: Send + Sync {
         true
     }
 
+    /// Which workers ask for a real-time policy unless
+    /// `CRYPTKEEP_KEEP_RTPRIO` says otherwise: all of them or none, as
+    /// [`Handler::realtime_by_default`] says, unless a handler chooses the
+    /// pinned ones only.
+    fn realtime_workers(&self) -> crate::sched::RealtimeDefault {
+        if self.realtime_by_default() {
+            crate::sched::RealtimeDefault::All
+        } else {
+            crate::sched::RealtimeDefault::None
+        }
+    }
+
     /// Where the workers run unless `CRYPTKEEP_KEEP_PIN` says otherwise
     /// (`crate::sched`): pinned, one per CPU, for a volume's large
     /// requests. A daemon thread whose last request was large sends the
@@ -115,12 +127,12 @@ pub fn serve(
     handler: Arc<dyn Handler>,
     workers: usize,
 ) -> Result<Server, Error> {
-    serve_with(arena, handler, workers, Arc::new(|| Ok(())))
+    serve_with(arena, handler, workers, Arc::new(|_| Ok(())))
 }
 
 /// Per-thread set-up a worker runs before it serves (for what the kernel
 /// applies per thread: capabilities, Landlock).
-pub type ThreadInit = Arc<dyn Fn() -> Result<(), Error> + Send + Sync>;
+pub type ThreadInit = Arc<dyn Fn(bool) -> Result<(), Error> + Send + Sync>;
 
 /// [`serve`], with `init` run first on every worker thread; fails if it
 /// fails on any.
@@ -154,7 +166,7 @@ pub fn serve_with(
         let t = std::thread::Builder::new()
             .name(format!("keep-worker-{w}"))
             .spawn(move || {
-                let ok = match init() {
+                let ok = match init(w < pinned_workers) {
                     Ok(()) => true,
                     Err(e) => {
                         *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);

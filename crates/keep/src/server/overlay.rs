@@ -126,6 +126,15 @@ impl Handler for OverlayHandler {
         false
     }
 
+    /// The pinned ones: they take the streams' megabyte requests, whose
+    /// callers sleep until they are done, and a woken real-time worker
+    /// runs at once even on a busy machine; the daemon also sends them
+    /// small requests while the floating workers answer slowly
+    /// (`rings/client.rs`: a busy machine).
+    fn realtime_workers(&self) -> crate::sched::RealtimeDefault {
+        crate::sched::RealtimeDefault::Pinned
+    }
+
     /// Mixed: pinned workers serve the streams' megabyte requests on the
     /// requester's CPU, and floating ones poll for the many small requests
     /// of a tar extract, which pinned workers served slower
