@@ -16,6 +16,9 @@ bench_load_start() {
 }
 bench_load_stop() {
   local pid
-  for pid in "${bench_load_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  for pid in "${bench_load_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   bench_load_pids=()
 }

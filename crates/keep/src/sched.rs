@@ -107,6 +107,7 @@ impl WorkerSched {
                 .ok()
                 .and_then(|v| v.trim().parse::<i64>().ok())
         };
+        let rtprio = std::env::var("CRYPTKEEP_KEEP_RTPRIO");
         WorkerSched {
             // The kernel takes 0.1 ms to 100 ms.
             slice: num("CRYPTKEEP_KEEP_SLICE_US")
@@ -116,11 +117,13 @@ impl WorkerSched {
                 .filter(|n| (-20..=19).contains(n))
                 .map(|n| n as i32),
             pinned_only: by_default == RealtimeDefault::Pinned
-                && std::env::var_os("CRYPTKEEP_KEEP_RTPRIO").is_none(),
-            realtime: match std::env::var("CRYPTKEEP_KEEP_RTPRIO") {
-                Err(_) => {
+                && matches!(rtprio, Err(std::env::VarError::NotPresent)),
+            realtime: match rtprio {
+                Err(std::env::VarError::NotPresent) => {
                     (by_default != RealtimeDefault::None).then_some(DEFAULT_REALTIME_PRIORITY)
                 }
+                // Set, but not a priority: off.
+                Err(std::env::VarError::NotUnicode(_)) => None,
                 Ok(v) => v
                     .trim()
                     .parse::<u32>()
@@ -355,7 +358,7 @@ mod tests {
             };
             pinned_rt.apply_to_this_thread(false).unwrap();
             assert!(!this_thread_is_realtime());
-            rt.apply_to_this_thread(false).unwrap();
+            pinned_rt.apply_to_this_thread(true).unwrap();
             assert!(this_thread_is_realtime());
             let mut p = libc::sched_param { sched_priority: 0 };
             // SAFETY: sched_getparam(2) of this thread into a local.

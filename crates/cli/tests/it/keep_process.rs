@@ -514,6 +514,37 @@ fn each_kind_of_keep_answers_only_its_own_operations() {
         ],
     ))
     .expect("overlay keep starts");
+    // Its pinned workers (one CPU each) are real-time where the kernel
+    // allows it (root), its floating ones ordinary.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: geteuid(2) takes no arguments.
+    if cpus > 1 && unsafe { libc::geteuid() } == 0 {
+        let pid = k.pid();
+        let tids = crate::common::keep_worker_tids(pid);
+        let policies = worker_policies(pid);
+        assert_eq!(tids.len(), policies.len());
+        let (mut pinned, mut floating) = (0, 0);
+        for (t, policy) in tids.iter().zip(policies) {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status")).unwrap();
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_string();
+            if allowed.parse::<u32>().is_ok() {
+                assert_eq!(policy, (libc::SCHED_FIFO as u32, 1), "pinned worker {t}");
+                pinned += 1;
+            } else {
+                assert_eq!(policy, (0, 0), "floating worker {t} ({allowed})");
+                floating += 1;
+            }
+        }
+        assert!(
+            pinned > 0 && floating > 0,
+            "{pinned} pinned, {floating} floating"
+        );
+    }
     answers_only(k, "overlay", proto::OVERLAY_OPS, &facts);
 
     // The runtime keep: everything else, but no sector or file-system crypto.

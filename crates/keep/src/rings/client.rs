@@ -73,8 +73,8 @@ struct QueueState {
     /// How long to wait awake for an answer after waking a worker.
     after_wake: SpinBudget,
     /// Leased by a thread on the CPU this queue's worker is pinned to: the
-    /// caller sleeps at once, since its polls would only keep the worker
-    /// off that CPU.
+    /// caller polls only briefly ([`HOT_SPIN`]) before it sleeps, since
+    /// longer polls would only keep an ordinary worker off that CPU.
     local: bool,
 }
 
@@ -107,9 +107,9 @@ pub struct Client {
 /// A small request a floating worker answered this late means the machine
 /// is busy: the worker waited for a turn on a CPU (a polling or woken
 /// worker answers within tens of microseconds otherwise). For the next
-/// [`CONTENDED_HOLD`], small requests go to the pinned worker on the
-/// caller's CPU, which runs at once if it is real-time, while the caller
-/// sleeps; then a floating worker is tried again.
+/// [`CONTENDED_HOLD`], small requests go to a pinned worker on another
+/// CPU, which runs at once when woken if it is real-time; then a floating
+/// worker is tried again.
 const CONTENDED_WAIT: Duration = Duration::from_millis(2);
 /// See [`CONTENDED_WAIT`].
 const CONTENDED_HOLD: Duration = Duration::from_millis(100);
@@ -243,8 +243,9 @@ impl Client {
     /// A queue for the calling thread. With pinned workers: after a large
     /// request, one of a worker on the CPU the thread runs on (a floating
     /// one where no worker is pinned there); after a small one, one of a
-    /// floating worker if there are such, else of a worker on another CPU
-    /// (either polls for the next). Otherwise, or with those busy, the
+    /// floating worker if there are such and they answer in time
+    /// ([`CONTENDED_WAIT`]), else of a pinned worker on another CPU.
+    /// Otherwise, or with those busy, the
     /// first free one from the thread's own starting point, or, all busy,
     /// its starting queue once free. The lease is `local` when the
     /// queue's worker is pinned to the thread's CPU, whichever way it was
@@ -268,7 +269,8 @@ impl Client {
             // floating workers answer late: a busy machine) a pinned one
             // on another CPU.
             let large = LAST_LARGE.get() && here.is_some_and(|c| self.worker_cpu.contains(&c));
-            let floating = self.floating && !self.contended();
+            // Only small requests leave floating workers that answer late.
+            let floating = self.floating && (LAST_LARGE.get() || !self.contended());
             let wanted = |q: usize| match (large, floating) {
                 (true, _) => on_here(q),
                 (false, true) => cpu_of(q) == 0,

@@ -166,7 +166,18 @@ pub fn serve_with(
         let t = std::thread::Builder::new()
             .name(format!("keep-worker-{w}"))
             .spawn(move || {
-                let ok = match init(w < pinned_workers) {
+                // Pinned, and the CPU published, before the arena is
+                // handed over (and before seccomp); first, so that `init`
+                // knows whether it was.
+                let pinned = w < pinned_workers
+                    && match crate::sched::pin_to_nth_cpu(w) {
+                        Ok(cpu) => {
+                            a.worker_cpu(w).store(cpu as u32 + 1, Ordering::SeqCst);
+                            true
+                        }
+                        Err(_) => false,
+                    };
+                let ok = match init(pinned) {
                     Ok(()) => true,
                     Err(e) => {
                         *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -176,17 +187,6 @@ pub fn serve_with(
                 // Asked before the barrier: the caller may forbid the
                 // system call once every worker runs.
                 let realtime = crate::sched::this_thread_is_realtime();
-                // Pinned, and the CPU published, before the arena is
-                // handed over (and before seccomp).
-                let pinned = w < pinned_workers && ok && {
-                    match crate::sched::pin_to_nth_cpu(w) {
-                        Ok(cpu) => {
-                            a.worker_cpu(w).store(cpu as u32 + 1, Ordering::SeqCst);
-                            true
-                        }
-                        Err(_) => false,
-                    }
-                };
                 b.wait();
                 if ok {
                     let spin = if realtime {

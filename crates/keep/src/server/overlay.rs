@@ -116,12 +116,12 @@ impl Handler for OverlayHandler {
         std::time::Duration::from_micros(300)
     }
 
-    /// No: a real-time worker sleeps almost as soon as its queues are
-    /// empty, and the overlay's small requests then each pay a wake-up. On
-    /// the 83 731-entry kernel tree (`scripts/bench-fs.sh`, five
-    /// interleaved runs) real-time workers made `fs mount --keep` take
-    /// 1.22× the time of `fs mount` for the extract and 1.15× for `du` and
-    /// the delete.
+    /// No, not for all of them ([`Handler::realtime_workers`] says which):
+    /// a real-time worker sleeps almost as soon as its queues are empty,
+    /// and the overlay's small requests then each pay a wake-up. On the
+    /// 83 731-entry kernel tree (`scripts/bench-fs.sh`, five interleaved
+    /// runs) real-time workers made `fs mount --keep` take 1.22× the time
+    /// of `fs mount` for the extract and 1.15× for `du` and the delete.
     fn realtime_by_default(&self) -> bool {
         false
     }

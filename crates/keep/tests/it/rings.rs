@@ -274,18 +274,26 @@ fn mixed_small_requests_go_pinned_while_floating_workers_answer_late() {
                 p.client.contended(),
                 "a 300 ms answer did not count as late"
             );
+            // Within the 100 ms (a busy test machine may end them early:
+            // only requests that start within them are checked).
+            let mut checked = 0;
             for _ in 0..5 {
-                assert_ne!(
-                    ask(&p, OP_CPU, 16),
-                    cpu,
-                    "a small request on the caller's CPU"
-                );
-                assert_eq!(
-                    ask(&p, OP_AFFINITY, 16),
-                    1,
-                    "a small request floated while late"
-                );
+                if !p.client.contended() {
+                    break;
+                }
+                let on = ask(&p, OP_CPU, 16);
+                assert_ne!(on, cpu, "a small request on the caller's CPU");
+                if !p.client.contended() {
+                    break;
+                }
+                let allowed = ask(&p, OP_AFFINITY, 16);
+                assert_eq!(allowed, 1, "a small request floated while late");
+                checked += 1;
             }
+            assert!(
+                checked > 0,
+                "no request started within 100 ms of the late answer"
+            );
             std::thread::sleep(Duration::from_millis(150));
             assert!(!p.client.contended(), "still late after 150 ms");
             assert_eq!(
