@@ -23,7 +23,9 @@ const ENTRIES_PER_QUEUE: usize = 4;
 /// on the same CPU at once and its next request finds the thread awake:
 /// a synchronous caller (`rm -r`, `tar -x`) then costs two plain switches
 /// per request instead of a sleep and a wake-up. Not after a directory
-/// listing (see [`serve_one`]).
+/// listing (see [`serve_one`]), and not while tasks queue for the CPUs
+/// (`cryptkeep_pressure::busy`): on a busy machine a polling thread only
+/// takes turns from the caller and from other work.
 fn spin_time() -> Duration {
     let us = std::env::var("CRYPTKEEP_FS_URING_SPIN_US")
         .ok()
@@ -92,6 +94,7 @@ fn serve_queue(
     payload_len: usize,
 ) -> io::Result<()> {
     let spin = spin_time();
+    cryptkeep_pressure::prepare();
     let fd = dev.as_raw_fd();
     let payloads = Payloads::new(ENTRIES_PER_QUEUE, payload_len)?;
     let mut entries: Vec<Entry> = (0..ENTRIES_PER_QUEUE)
@@ -163,13 +166,16 @@ fn serve_entries(
         // Poll for a while before sleeping, yielding to whatever else
         // wants this CPU (the caller just answered): a CPU that goes idle
         // is slow to wake on a virtual machine. Not while a read is with
-        // the helper: the reader should have this CPU then.
+        // the helper: the reader should have this CPU then. Nor while
+        // tasks queue for the CPUs (cryptkeep_pressure): a poll would
+        // only take its turn from the caller.
         done.clear();
         let t0 = Instant::now();
+        let poll_now = poll && !cryptkeep_pressure::busy();
         loop {
             ring.submit_and_poll()?;
             ring.drain(&mut done);
-            if !done.is_empty() || reader.busy() || !poll || t0.elapsed() >= spin {
+            if !done.is_empty() || reader.busy() || !poll_now || t0.elapsed() >= spin {
                 break;
             }
             std::thread::yield_now();

@@ -229,15 +229,20 @@ impl Helper<'_> {
         while !self.sh.stop.load(Ordering::Acquire) {
             // The next readahead request usually follows within
             // microseconds: poll briefly before sleeping (a sleeping vCPU
-            // is slow to wake).
+            // is slow to wake), unless tasks queue for the CPUs.
             let t0 = Instant::now();
+            let spin = if cryptkeep_pressure::busy() {
+                Duration::ZERO
+            } else {
+                self.setup.spin
+            };
             loop {
                 self.ring.submit_and_poll()?;
                 self.ring.drain(&mut done);
                 if let Ok(mut g) = self.sh.jobs.lock() {
                     jobs.append(&mut g);
                 }
-                if !done.is_empty() || !jobs.is_empty() || t0.elapsed() >= self.setup.spin {
+                if !done.is_empty() || !jobs.is_empty() || t0.elapsed() >= spin {
                     break;
                 }
                 std::thread::yield_now();

@@ -97,9 +97,9 @@ pub struct Client {
     /// Whether any worker floats (with pinned ones: the small requests'
     /// workers).
     floating: bool,
-    /// Until when (nanoseconds since `epoch`) small requests go to the
-    /// pinned workers, as large ones do: a floating worker was slow to
-    /// answer ([`CONTENDED_WAIT`]).
+    /// Until when (nanoseconds since `epoch`) small requests go to a
+    /// pinned worker: a floating worker was slow to answer
+    /// ([`CONTENDED_WAIT`]).
     contended_until: AtomicU64,
     epoch: Instant,
 }
@@ -107,9 +107,11 @@ pub struct Client {
 /// A small request a floating worker answered this late means the machine
 /// is busy: the worker waited for a turn on a CPU (a polling or woken
 /// worker answers within tens of microseconds otherwise). For the next
-/// [`CONTENDED_HOLD`], small requests go to a pinned worker on another
-/// CPU, which runs at once when woken if it is real-time; then a floating
-/// worker is tried again.
+/// [`CONTENDED_HOLD`], small requests go to a pinned worker (the one on
+/// the caller's CPU, where there is one), which runs at once when woken
+/// if it is real-time; then a floating worker is tried again. This
+/// catches a busy machine where the CPU pressure cannot be read
+/// (`cryptkeep_pressure`).
 const CONTENDED_WAIT: Duration = Duration::from_millis(2);
 /// See [`CONTENDED_WAIT`].
 const CONTENDED_HOLD: Duration = Duration::from_millis(100);
@@ -136,6 +138,7 @@ impl Client {
     /// control socket) for the keep's death.
     pub fn connect(arena_fd: OwnedFd, peer: OwnedFd) -> Result<Client, Error> {
         let arena = Arena::from_fd(arena_fd)?;
+        cryptkeep_pressure::prepare();
         let n = arena.config().queues;
         let spin = spin_window();
         let queues = (0..n)
@@ -175,12 +178,15 @@ impl Client {
         })
     }
 
-    /// Whether small requests go to the pinned workers for now: a
-    /// floating worker answered one 2 ms late or later within the last
-    /// 100 ms (a busy machine).
+    /// Whether small requests go to a pinned worker for now (a busy
+    /// machine): tasks queue for the CPUs
+    /// (`cryptkeep_pressure::busy`), or a floating worker answered one
+    /// 2 ms late or later within the last 100 ms. Public for the tests of
+    /// the routing.
+    #[doc(hidden)]
     pub fn contended(&self) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
-        now < self.contended_until.load(Ordering::Relaxed)
+        now < self.contended_until.load(Ordering::Relaxed) || cryptkeep_pressure::busy()
     }
 
     /// Notes how long a small request on queue `q` waited, when a
@@ -243,8 +249,12 @@ impl Client {
     /// A queue for the calling thread. With pinned workers: after a large
     /// request, one of a worker on the CPU the thread runs on (a floating
     /// one where no worker is pinned there); after a small one, one of a
-    /// floating worker if there are such and they answer in time
-    /// ([`CONTENDED_WAIT`]), else of a pinned worker on another CPU.
+    /// floating worker if there are such, else of a pinned worker on
+    /// another CPU. On a busy machine ([`Client::contended`]) a small
+    /// request leaves the floating workers for the pinned worker on the
+    /// thread's own CPU (where there is one), a real-time thread that
+    /// takes that CPU over when woken: no wake-up across CPUs, and the
+    /// other CPUs stay with the other work.
     /// Otherwise, or with those busy, the
     /// first free one from the thread's own starting point, or, all busy,
     /// its starting queue once free. The lease is `local` when the
@@ -265,15 +275,16 @@ impl Client {
         let chosen = if here.is_some() {
             // Large: the worker on this CPU (on a CPU without one, which
             // would only pay a wake-up elsewhere, as small). Small: a
-            // floating worker where there are such, else (and while
-            // floating workers answer late: a busy machine) a pinned one
-            // on another CPU.
-            let large = LAST_LARGE.get() && here.is_some_and(|c| self.worker_cpu.contains(&c));
-            // Only small requests leave floating workers that answer late.
-            let floating = self.floating && (LAST_LARGE.get() || !self.contended());
-            let wanted = |q: usize| match (large, floating) {
+            // floating worker where there are such, else a pinned one on
+            // another CPU; on a busy machine, the pinned one here.
+            let pinned_here = here.is_some_and(|c| self.worker_cpu.contains(&c));
+            let large = LAST_LARGE.get() && pinned_here;
+            // Only small requests leave the floating workers.
+            let busy = self.floating && !LAST_LARGE.get() && self.contended();
+            let wanted = |q: usize| match (large, self.floating && !busy) {
                 (true, _) => on_here(q),
                 (false, true) => cpu_of(q) == 0,
+                (false, false) if busy && pinned_here => on_here(q),
                 (false, false) => cpu_of(q) != 0 && !on_here(q),
             };
             order()
@@ -394,31 +405,35 @@ impl Client {
     ) -> Result<super::entry::Completion, Error> {
         let a = &self.arena;
         let off = a.queue_off(q);
+        // While tasks queue for the CPUs a yield would hand this CPU to
+        // them for a whole turn, long after the answer came: the caller
+        // polls without yielding for its whole budget, then sleeps.
+        let busy = cryptkeep_pressure::busy();
         if st.local {
             // The worker runs on this CPU: a real-time one took it over
             // when it was woken and has answered by the time this thread
             // runs again (no sleep, so no wake-up to wait for on a busy
             // CPU); an ordinary one runs once this thread sleeps.
             st.woke_worker = false;
-            self.wait_completion(q, st, HOT_SPIN)?;
-        } else if std::mem::take(&mut st.woke_worker) {
-            let budget = st.after_wake.get();
-            let (waited, slept) = self.wait_completion(q, st, budget)?;
-            if slept {
-                st.after_wake.missed(waited);
-            } else {
-                st.after_wake.caught(waited);
-            }
-            if !LAST_LARGE.get() {
-                self.note_small_wait(q, waited);
-            }
+            self.wait_completion(q, st, HOT_SPIN, false)?;
         } else {
-            let budget = if LAST_LARGE.get() {
-                self.spin
+            let waited = if std::mem::take(&mut st.woke_worker) {
+                let budget = st.after_wake.get();
+                let (waited, slept) = self.wait_completion(q, st, budget, busy)?;
+                if slept {
+                    st.after_wake.missed(waited);
+                } else {
+                    st.after_wake.caught(waited);
+                }
+                waited
             } else {
-                self.small_spin
+                let budget = if LAST_LARGE.get() {
+                    self.spin
+                } else {
+                    self.small_spin
+                };
+                self.wait_completion(q, st, budget, busy)?.0
             };
-            let (waited, _) = self.wait_completion(q, st, budget)?;
             if !LAST_LARGE.get() {
                 self.note_small_wait(q, waited);
             }
@@ -438,13 +453,15 @@ impl Client {
     }
 
     /// Waits until queue `q`'s completion ring has an entry for us, awake
-    /// for up to `budget`, then asleep; answers how long it waited and
-    /// whether it slept.
+    /// for up to `budget` (yielding the CPU between checks past
+    /// [`HOT_SPIN`], unless `hot`), then asleep; answers how long it
+    /// waited and whether it slept.
     fn wait_completion(
         &self,
         q: usize,
         st: &QueueState,
         budget: Duration,
+        hot: bool,
     ) -> Result<(Duration, bool), Error> {
         let a = &self.arena;
         let tail = a.word(a.queue_off(q) + 128);
@@ -459,7 +476,7 @@ impl Client {
                 if t > budget {
                     break;
                 }
-                if t > HOT_SPIN {
+                if t > HOT_SPIN && !hot {
                     std::thread::yield_now();
                     continue;
                 }
