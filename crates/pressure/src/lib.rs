@@ -32,9 +32,10 @@ pub const WINDOW: Duration = Duration::from_millis(100);
 /// The share of [`WINDOW`], in percent, in which some task waited for a
 /// CPU, from which on the machine counts as busy. On a two-CPU virtual
 /// machine a tar extract through `cryptkeep fs` stalled 10–39 % of each
-/// 100 ms on an otherwise quiet machine (its own polling threads), and
-/// 59–157 % with one `stress-ng --cpu` process per CPU beside it
-/// (docs/design/keep-rings.md).
+/// 100 ms on an otherwise quiet machine (its own polling threads); with
+/// one `stress-ng --cpu` process per CPU beside it, a tenth of the
+/// windows stalled less than 59–66 % and half less than 66–93 % (two
+/// runs; docs/design/keep-rings.md).
 pub const BUSY_PERCENT: u64 = 50;
 
 /// The override in `CRYPTKEEP_CPU_BUSY`.
@@ -63,7 +64,7 @@ struct State {
     /// The `some` total (µs) at the last sample.
     total: AtomicU64,
     busy: AtomicBool,
-    /// False once the file could not be read: not busy from then on.
+    /// False when the file could not be read at the start: never busy.
     readable: AtomicBool,
 }
 
@@ -115,21 +116,31 @@ pub fn busy() -> bool {
     {
         return s.busy.load(Ordering::Relaxed);
     }
-    match some_total_us() {
+    // The time is taken after the read: a sampler preempted between the
+    // claim and the read would otherwise count the stall against too
+    // short an interval.
+    let total = some_total_us();
+    let now = s.epoch.elapsed().as_nanos() as u64;
+    let elapsed = now.saturating_sub(last);
+    let busy = match total {
         Some(total) => {
             let before = s.total.swap(total, Ordering::Relaxed);
             let stalled_ns = total.saturating_sub(before).saturating_mul(1000);
-            let busy = is_busy(stalled_ns, now.saturating_sub(last));
-            s.busy.store(busy, Ordering::Relaxed);
+            // After a gap in which no one asked, the average over the gap
+            // says little about now: this sample starts a new window.
+            elapsed <= window.saturating_mul(MAX_GAP_WINDOWS) && is_busy(stalled_ns, elapsed)
         }
-        None => {
-            s.readable.store(false, Ordering::Relaxed);
-            s.busy.store(false, Ordering::Relaxed);
-        }
-    }
+        // Not busy for this window; the next one reads again.
+        None => false,
+    };
+    s.busy.store(busy, Ordering::Relaxed);
     s.sampled_at.store(now, Ordering::Release);
-    s.busy.load(Ordering::Relaxed)
+    busy
 }
+
+/// A sample further than this many windows from the last one only starts
+/// a new window.
+const MAX_GAP_WINDOWS: u64 = 4;
 
 /// Whether `stalled_ns` of stall in `elapsed_ns` is [`BUSY_PERCENT`] or
 /// more.
@@ -140,6 +151,23 @@ fn is_busy(stalled_ns: u64, elapsed_ns: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CPUs in this thread's affinity mask, from
+    /// `/proc/self/status` (`Cpus_allowed_list`, e.g. `0-3,6`).
+    fn allowed_cpus() -> usize {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        list.split(',')
+            .map(|r| match r.split_once('-') {
+                Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                None => 1,
+            })
+            .sum()
+    }
 
     #[test]
     fn half_the_window_stalled_is_busy() {
@@ -156,7 +184,9 @@ mod tests {
             eprintln!("skipped: no /proc/pressure/cpu, or CRYPTKEEP_CPU_BUSY set");
             return;
         }
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The CPUs this process may run on (the pressure is the whole
+        // machine's, not a CPU quota's).
+        let cpus = allowed_cpus();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         // Two spinning threads per CPU: some always wait for a CPU.
         let hogs: Vec<_> = (0..2 * cpus)

@@ -303,6 +303,13 @@ impl Client {
         (q, g)
     }
 
+    /// Whether queue `q`'s worker is pinned to a CPU other than the one
+    /// the calling thread runs on now.
+    fn pinned_elsewhere(&self, q: usize) -> bool {
+        let cpu = self.worker_cpu[q % self.workers];
+        cpu != 0 && self.cpu_here() != Some(cpu)
+    }
+
     /// 1 + the CPU the calling thread runs on, when some worker is pinned.
     fn cpu_here(&self) -> Option<u32> {
         if !self.pinned {
@@ -406,9 +413,11 @@ impl Client {
         let a = &self.arena;
         let off = a.queue_off(q);
         // While tasks queue for the CPUs a yield would hand this CPU to
-        // them for a whole turn, long after the answer came: the caller
-        // polls without yielding for its whole budget, then sleeps.
-        let busy = cryptkeep_pressure::busy();
+        // them for a whole turn, long after the answer came: a caller
+        // whose worker is pinned to another CPU polls without yielding
+        // for its whole budget, then sleeps. Not for a worker that may
+        // run on this CPU, which the poll would keep waiting.
+        let hot = cryptkeep_pressure::busy() && self.pinned_elsewhere(q);
         if st.local {
             // The worker runs on this CPU: a real-time one took it over
             // when it was woken and has answered by the time this thread
@@ -419,7 +428,7 @@ impl Client {
         } else {
             let waited = if std::mem::take(&mut st.woke_worker) {
                 let budget = st.after_wake.get();
-                let (waited, slept) = self.wait_completion(q, st, budget, busy)?;
+                let (waited, slept) = self.wait_completion(q, st, budget, hot)?;
                 if slept {
                     st.after_wake.missed(waited);
                 } else {
@@ -432,7 +441,7 @@ impl Client {
                 } else {
                     self.small_spin
                 };
-                self.wait_completion(q, st, budget, busy)?.0
+                self.wait_completion(q, st, budget, hot)?.0
             };
             if !LAST_LARGE.get() {
                 self.note_small_wait(q, waited);
