@@ -54,6 +54,12 @@ while [ $# -gt 0 ]; do
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
+# A target named twice (--only cryptkeep,inline --with-inline) is measured once.
+declare -A named=(); once=()
+for t in "${targets[@]}"; do
+  [ -n "${named[$t]:-}" ] || { named[$t]=1; once+=("$t"); }
+done
+targets=("${once[@]}")
 base=${CK_BASE:-}
 if [ -n "$base" ]; then
   [ -x "$base" ] || { echo "bench-block: CK_BASE=$base is not an executable" >&2; exit 1; }
