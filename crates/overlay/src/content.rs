@@ -360,14 +360,17 @@ impl ContentCipher {
 
     /// Seals the plaintext in `buf[from..from + len]` into cipher blocks at
     /// the start of `buf`, in place, last block first, and returns their
-    /// length: the key holder's seal in its shared slot, with copies of
-    /// one block at a time instead of one of the whole run. Each block is
-    /// copied into `work` (the holder's own memory, at least
-    /// [`SEAL_WORK_LEN`] bytes), sealed there under a nonce drawn into the
+    /// length: the key holder's seal in its shared slot, one block at a
+    /// time. Each block is sealed into `work` (the holder's own memory, at
+    /// least [`SEAL_WORK_LEN`] bytes) under a nonce drawn into the
     /// holder's memory, and only the finished block is copied to the slot:
-    /// the plaintext, the nonce and the ciphertext the tag is computed over
-    /// are all the holder's, whatever else writes `buf` meanwhile. `from`
-    /// is at most one block's overhead, so block `i`'s output, at
+    /// the nonce and the ciphertext the tag is computed over are the
+    /// holder's, whatever else writes `buf` meanwhile. AES-GCM and
+    /// XChaCha20-Poly1305 read the plaintext once, where it lies (what
+    /// another writer changes meanwhile is sealed as if it had been sent);
+    /// AES-SIV reads it twice (S2V, then CTR), so its block is copied into
+    /// `work` first and both passes see the same bytes. `from` is at most
+    /// one block's overhead, so block `i`'s output, at
     /// `i · cipher_bs() ≥ from + i · 4096`, starts past the plaintext of
     /// the blocks still to seal. In-process keys only.
     pub fn seal_run_in_place(
@@ -402,6 +405,7 @@ impl ContentCipher {
         // Nonces for up to this many blocks come from one getrandom call.
         const BATCH: usize = 32;
         let mut nonces = [0u8; BATCH * MAX_NONCE_LEN];
+        let read_twice = aead.alg() == AeadAlg::Aes256Siv;
         for (done, i) in (0..nblocks).rev().enumerate() {
             let k = done % BATCH;
             if k == 0 {
@@ -409,9 +413,15 @@ impl ContentCipher {
             }
             let start = i * PLAIN_BS;
             let plen = (len - start).min(PLAIN_BS);
-            let (plain, sealed) = work.split_at_mut(PLAIN_BS);
-            let (plain, sealed) = (&mut plain[..plen], &mut sealed[..plen + ov]);
-            plain.copy_from_slice(&buf[from + start..from + start + plen]);
+            let src = from + start..from + start + plen;
+            let (copy, sealed) = work.split_at_mut(PLAIN_BS);
+            let sealed = &mut sealed[..plen + ov];
+            let plain: &[u8] = if read_twice {
+                copy[..plen].copy_from_slice(&buf[src]);
+                &copy[..plen]
+            } else {
+                &buf[src]
+            };
             let (n_out, rest) = sealed.split_at_mut(nl);
             let nonce = &nonces[k * nl..(k + 1) * nl];
             n_out.copy_from_slice(nonce);
@@ -908,6 +918,51 @@ mod tests {
             assert!(c
                 .seal_run_in_place(0, None, &mut buf, 0, 0, &mut block)
                 .is_err());
+        }
+    }
+
+    /// Two peers that keep rewriting part of a block's plaintext, each with
+    /// its own byte, while it is sealed in place (the keep's shared slot)
+    /// never make a block that fails to open: AES-GCM and
+    /// XChaCha20-Poly1305 read the plaintext once and tag the ciphertext
+    /// they wrote in private memory, and AES-SIV, which reads it twice,
+    /// seals a private copy. The rewritten bytes lie in the last block's
+    /// plaintext (sealed first) where block 14's output goes, so the last
+    /// block's output is the keep's alone.
+    #[test]
+    fn plaintext_rewritten_while_sealed_in_place_still_opens() {
+        for c in ciphers() {
+            let (cbs, ov) = (c.cipher_bs(), c.block_overhead());
+            let blocks = 16;
+            let len = blocks * PLAIN_BS;
+            let last = (blocks - 1) * PLAIN_BS;
+            let raced: Vec<usize> = (last..(blocks - 1) * cbs - 16).step_by(16).collect();
+            assert!(!raced.is_empty());
+            let mut map = cryptkeep_testkit::SharedMap::new(len + blocks * ov);
+            let one = map.rewrite(raced.clone(), vec![0x11; 16]);
+            let two = map.rewrite(raced.clone(), vec![0x22; 16]);
+            let id = [3u8; 16];
+            let mut block = vec![0u8; SEAL_WORK_LEN];
+            let (before, deadline) = (one.passes(), Instant::now() + Duration::from_secs(60));
+            let ran = || one.passes() >= before + 10 && two.passes() >= 10;
+            let mut round = 0;
+            while round < 200 || (!ran() && Instant::now() < deadline) {
+                // SAFETY: the peers' writes are what this test is about.
+                let buf = unsafe { map.mine() };
+                buf[..len].fill(7);
+                c.seal_run_in_place(0, Some(&id), buf, 0, len, &mut block)
+                    .unwrap();
+                let sealed = buf[(blocks - 1) * cbs..blocks * cbs].to_vec();
+                let p = c
+                    .decrypt_blocks((blocks - 1) as u64, &id, &sealed)
+                    .unwrap_or_else(|e| panic!("{c:?}: round {round}: {e}"));
+                for &o in &raced {
+                    let b = p[o - last];
+                    assert!(b == 0x11 || b == 0x22 || b == 7, "{c:?}: byte {b:#x}");
+                }
+                round += 1;
+            }
+            assert!(ran(), "{c:?}: the peers barely ran during the seals");
         }
     }
 

@@ -97,13 +97,14 @@ thread_local! {
 }
 
 /// [`OP_OVERLAY_SEAL`] of the plaintext in `buf[header..in_len]`, in
-/// place, last block first: each block is copied into `work` (the
-/// worker's own buffer), sealed there under a nonce drawn in the keep,
-/// and copied to its place in the output once it is sealed
-/// (`ContentCipher::seal_run_in_place`). So the plaintext, the nonce and
-/// the ciphertext the tag covers are the keep's, whatever the I/O side
-/// writes into the slot meanwhile; and the block is still in the cache
-/// when it is sealed, where a copy of the whole request was not.
+/// place, last block first: each block is sealed into `work` (the
+/// worker's own buffer) under a nonce drawn in the keep, and copied to
+/// its place in the output once it is sealed
+/// (`ContentCipher::seal_run_in_place`). So the nonce and the ciphertext
+/// the tag covers are the keep's, whatever the I/O side writes into the
+/// slot meanwhile; AES-GCM and XChaCha20-Poly1305 read the plaintext once,
+/// from the slot, and AES-SIV, which reads it twice, from a copy in
+/// `work`.
 fn seal_in_place(
     keys: &HeldKeys,
     first_block: u64,
