@@ -194,7 +194,13 @@ pub fn serve_with(
                     } else {
                         spin
                     };
-                    Worker::new(a, h, w, mine).run(&s, spin, realtime, pinned)
+                    // Beside floating workers, a pinned one serves threads
+                    // on its own CPU: their large requests, and their small
+                    // ones on a busy machine (`rings/client.rs`); small
+                    // ones from elsewhere only when the CPU has no pinned
+                    // worker, or every queue of the others is taken.
+                    let only_local = pinned && pinned_workers < workers;
+                    Worker::new(a, h, w, mine).run(&s, spin, realtime, pinned, only_local)
                 }
             })
             .map_err(|source| Error::Sys {
@@ -269,10 +275,18 @@ impl Worker {
     /// budget (`spin`, or less when it adapts; see `spin.rs`), yielding the
     /// CPU past the first microseconds (unless `realtime`: a real-time
     /// thread's yield lets no ordinary thread run), then sleeps on its
-    /// doorbell. A `pinned` worker does not poll after a large request:
-    /// those come from threads on its own CPU, which its polls would only
-    /// keep waiting.
-    fn run(mut self, stop: &AtomicBool, spin: Duration, realtime: bool, pinned: bool) {
+    /// doorbell. A `pinned` worker does not poll after a large request,
+    /// nor after any request when it serves `only_local` (beside floating
+    /// workers): those come from threads on its own CPU, which its polls
+    /// would only keep waiting.
+    fn run(
+        mut self,
+        stop: &AtomicBool,
+        spin: Duration,
+        realtime: bool,
+        pinned: bool,
+        only_local: bool,
+    ) {
         let mut budget = SpinBudget::new(super::client::HOT_SPIN * 4, spin);
         // The end of the last request (for the budget), and when this
         // round of polling began (after a request, or after a sleep that
@@ -301,7 +315,7 @@ impl Worker {
                 continue;
             }
             let idle = polling_since.elapsed();
-            let limit = if pinned && self.last_large {
+            let limit = if only_local || (pinned && self.last_large) {
                 Duration::ZERO
             } else {
                 budget.get()
