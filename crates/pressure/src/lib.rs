@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use reading::some_total_us;
+use reading::some_total_us;
 
 /// How often the pressure is read: the busy state holds for this long.
 pub const WINDOW: Duration = Duration::from_millis(100);

@@ -13,7 +13,7 @@ fn file() -> &'static Mutex<Option<File>> {
 /// The `total=` of the `some` line: microseconds in which at least one
 /// runnable task waited for a CPU since boot; `None` when there is no such
 /// file or line.
-pub fn some_total_us() -> Option<u64> {
+pub(crate) fn some_total_us() -> Option<u64> {
     let mut guard = file().lock().unwrap_or_else(|p| p.into_inner());
     let f = guard.as_mut()?;
     let mut buf = [0u8; 256];
