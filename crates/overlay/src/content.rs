@@ -35,6 +35,15 @@ pub struct ContentCipher {
     nonce_len: usize,
 }
 
+/// What a cipher block holds ([`ContentCipher::stored`]).
+enum Stored<'a> {
+    /// Plaintext already in the output: this many bytes (0 for an empty
+    /// block, 4096 zeros for a hole).
+    Plain(usize),
+    /// A nonce and the sealed block after it.
+    Sealed(&'a [u8], &'a [u8]),
+}
+
 /// Where the content key is.
 enum Engine {
     /// In this process.
@@ -250,23 +259,10 @@ impl ContentCipher {
             path: None,
             block: Some(block_no),
         };
-        if ciphertext.is_empty() {
-            return Ok(0);
-        }
-        if ciphertext.len() < self.block_overhead() {
-            return Err(auth());
-        }
-        let (nonce, sealed) = ciphertext.split_at(self.nonce_len);
-        // A zero nonce is never drawn: the block is a hole (a full block of
-        // zeros) or damaged. Only then is the whole block scanned.
-        if nonce.iter().all(|&b| b == 0) {
-            if ciphertext.len() == self.cipher_bs() && sealed.iter().all(|&b| b == 0) {
-                let o = out.get_mut(..PLAIN_BS).ok_or_else(|| short_buf(PLAIN_BS))?;
-                o.fill(0);
-                return Ok(PLAIN_BS);
-            }
-            return Err(auth());
-        }
+        let (nonce, sealed) = match self.stored(block_no, ciphertext, out)? {
+            Stored::Plain(n) => return Ok(n),
+            Stored::Sealed(nonce, sealed) => (nonce, sealed),
+        };
         let n = sealed.len() - TAG_LEN;
         let o = out.get_mut(..n).ok_or_else(|| short_buf(n))?;
         match &self.engine {
@@ -282,6 +278,76 @@ impl ContentCipher {
             }
         }
         Ok(n)
+    }
+
+    /// What cipher block `block_no` holds: nothing (empty), a hole (a
+    /// full block of zeros, whose 4096 zero bytes go into `out` at once),
+    /// or a nonce and a sealed block; anything shorter than one block's
+    /// overhead, or a zero nonce on anything but a hole, fails to
+    /// authenticate.
+    fn stored<'a>(
+        &self,
+        block_no: u64,
+        ciphertext: &'a [u8],
+        out: &mut [u8],
+    ) -> Result<Stored<'a>> {
+        let auth = || Error::Auth {
+            path: None,
+            block: Some(block_no),
+        };
+        if ciphertext.is_empty() {
+            return Ok(Stored::Plain(0));
+        }
+        if ciphertext.len() < self.block_overhead() {
+            return Err(auth());
+        }
+        let (nonce, sealed) = ciphertext.split_at(self.nonce_len);
+        // A zero nonce is never drawn: the block is a hole (a full block of
+        // zeros) or damaged. Only then is the whole block scanned.
+        if nonce.iter().all(|&b| b == 0) {
+            if ciphertext.len() == self.cipher_bs() && sealed.iter().all(|&b| b == 0) {
+                let o = out.get_mut(..PLAIN_BS).ok_or_else(|| short_buf(PLAIN_BS))?;
+                o.fill(0);
+                return Ok(Stored::Plain(PLAIN_BS));
+            }
+            return Err(auth());
+        }
+        Ok(Stored::Sealed(nonce, sealed))
+    }
+
+    /// Opens one block as [`ContentCipher::decrypt_block_into`] does, but
+    /// writes `out` only once the block authenticated (the tag checked
+    /// first, then the block decrypted into `out`): for an `out` another
+    /// process reads (the keep's shared slot). `ciphertext` is read twice,
+    /// so it must be memory no one else writes. `None` where the cipher
+    /// opens in one pass only (AES-SIV, XChaCha20-Poly1305, portable
+    /// AES-GCM) or the keys are held elsewhere: the caller then opens into
+    /// memory of its own and copies.
+    pub fn open_block_verified_into(
+        &self,
+        block_no: u64,
+        file_id: Option<&FileId>,
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Option<Result<usize>> {
+        let Engine::Local(aead) = &self.engine else {
+            return None;
+        };
+        let (nonce, sealed) = match self.stored(block_no, ciphertext, out) {
+            Ok(Stored::Plain(n)) => return Some(Ok(n)),
+            Ok(Stored::Sealed(nonce, sealed)) => (nonce, sealed),
+            Err(e) => return Some(Err(e)),
+        };
+        let n = sealed.len() - TAG_LEN;
+        let Some(o) = out.get_mut(..n) else {
+            return Some(Err(short_buf(n)));
+        };
+        let (ad, adn) = assoc_data(block_no, file_id);
+        let opened = aead.open_verified(nonce, &ad[..adn], sealed, o)?;
+        Some(opened.map(|()| n).map_err(|_| Error::Auth {
+            path: None,
+            block: Some(block_no),
+        }))
     }
 
     /// Opens one block bound to `file_id` into a new vector.

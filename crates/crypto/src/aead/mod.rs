@@ -138,6 +138,23 @@ pub trait Aead: Send + Sync {
     fn open(&self, nonce: &[u8], ad: &[u8], sealed: &[u8], out: &mut [u8])
         -> Result<(), AuthError>;
 
+    /// Opens `sealed` into `out` (as [`Aead::open`]) in two passes, the
+    /// tag first: `out` is written only once the tag verified, so memory
+    /// another process reads never holds plaintext (nor key stream) that
+    /// did not authenticate. `sealed` is read twice: pass memory no one
+    /// else writes. `None` when this implementation opens in one pass
+    /// only: the caller then opens into memory of its own and copies.
+    fn open_verified(
+        &self,
+        nonce: &[u8],
+        ad: &[u8],
+        sealed: &[u8],
+        out: &mut [u8],
+    ) -> Option<Result<(), AuthError>> {
+        let _ = (nonce, ad, sealed, out);
+        None
+    }
+
     /// Seals into a new vector of `plaintext.len() + TAG_LEN` bytes.
     fn seal_vec(&self, nonce: &[u8], ad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, Error> {
         let mut out = vec![0u8; plaintext.len() + TAG_LEN];

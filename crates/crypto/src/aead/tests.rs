@@ -147,3 +147,56 @@ fn vaes_gcm_matches_aws_lc() {
         assert_eq!(v.open_vec(nonce, ad, &bad), Err(AuthError), "len {len}");
     }
 }
+
+/// Where an implementation opens with the tag checked first, it opens what
+/// the other implementations sealed, for every length around the 256-byte
+/// stride and gocryptfs's block; a tampered message or a wrong
+/// associated data leaves `out` exactly as it was (no plaintext, no key
+/// stream, not even zeros written), and shapes `open` refuses it refuses.
+#[test]
+fn open_verified_opens_and_writes_nothing_on_failure() {
+    let mut key = [0u8; 32];
+    crate::rand::fill_random(&mut key).unwrap();
+    let mut verifying = 0;
+    for b in Backend::ALL {
+        let a = new_aead(AeadAlg::Aes256Gcm, &key, b).unwrap();
+        let p = new_aead(AeadAlg::Aes256Gcm, &key, Backend::Portable).unwrap();
+        for (i, len) in (0..300).chain([4095, 4096, 4097]).enumerate() {
+            let nonce = [i as u8; 16];
+            let nonce = &nonce[..if i % 2 == 0 { 16 } else { 12 }];
+            let ad = (len as u64).to_be_bytes();
+            let msg: Vec<u8> = (0..len).map(|k| (k * 13 + i) as u8).collect();
+            let sealed = p.seal_vec(nonce, &ad, &msg).unwrap();
+            let mut out = vec![0x5au8; len];
+            let Some(r) = a.open_verified(nonce, &ad, &sealed, &mut out) else {
+                break;
+            };
+            verifying += 1;
+            r.unwrap();
+            assert_eq!(out, msg, "{b} len {len}");
+            let mut bad = sealed.clone();
+            bad[(i * 7) % sealed.len()] ^= 0x01;
+            let mut out = vec![0x5au8; len];
+            assert_eq!(
+                a.open_verified(nonce, &ad, &bad, &mut out),
+                Some(Err(AuthError))
+            );
+            assert!(out.iter().all(|&x| x == 0x5a), "{b} len {len}: written");
+            let wrong_ad = (len as u64 + 1).to_be_bytes();
+            assert_eq!(
+                a.open_verified(nonce, &wrong_ad, &sealed, &mut out),
+                Some(Err(AuthError))
+            );
+            assert!(out.iter().all(|&x| x == 0x5a), "{b} len {len}: written");
+            let mut short = vec![0u8; len + 1];
+            assert_eq!(
+                a.open_verified(nonce, &ad, &sealed, &mut short),
+                Some(Err(AuthError))
+            );
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if vaes_gcm::VaesGcm::new(&key).is_some() && super::vaes_preferred() {
+        assert!(verifying > 0, "the VAES implementation verifies first");
+    }
+}

@@ -125,12 +125,14 @@ fn seal_in_place(
 
 /// [`OP_OVERLAY_OPEN`] of the cipher blocks in `buf[header..in_len]`, in
 /// place, one block at a time: each is copied into the worker's own buffer
-/// and opened there, into the same buffer, and only a block that
-/// authenticated is copied to its place in the output. So what is
-/// authenticated is what is decrypted, whatever the I/O side writes into
-/// the slot meanwhile, and no unauthenticated plaintext (nor keystream)
-/// ever reaches the slot, for any of the content ciphers (AES-SIV reads
-/// its output back to check it). Block `i`'s plaintext ends at
+/// and opened from there. A cipher that checks the tag before it decrypts
+/// (accelerated AES-GCM) then decrypts straight into the block's place in
+/// the output; the others open into the worker's buffer, and only a block
+/// that authenticated is copied to its place. So what is authenticated is
+/// what is decrypted, whatever the I/O side writes into the slot
+/// meanwhile, and no unauthenticated plaintext (nor keystream) ever
+/// reaches the slot, for any of the content ciphers (AES-SIV reads its
+/// output back to check it). Block `i`'s plaintext ends at
 /// `(i + 1) · 4096`, before block `i + 1`'s ciphertext starts, so no input
 /// is overwritten before it is copied; and a block copied from the slot
 /// is still in the cache when it is decrypted, where a copy of the whole
@@ -156,16 +158,26 @@ fn open_in_place(
             let to = (from + cbs).min(in_len);
             let cipher = &mut cipher[..to - from];
             cipher.copy_from_slice(&buf[from..to]);
-            let opened = keys
-                .open_blocks(block, id, cipher, plain)
-                .ok()
-                .filter(|&n| out + n <= room);
+            // Straight into the slot where the cipher checks the tag
+            // before it decrypts; else in the worker's buffer, then
+            // copied.
+            let dst = &mut buf[out..room.min(out + cryptkeep_overlay::PLAIN_BS)];
+            let opened = match c.open_block_verified_into(block, id, cipher, dst) {
+                Some(r) => r.ok(),
+                None => keys
+                    .open_blocks(block, id, cipher, plain)
+                    .ok()
+                    .and_then(|n| {
+                        dst.get_mut(..n)?.copy_from_slice(plain.get(..n)?);
+                        Some(n)
+                    }),
+            }
+            .filter(|&n| out + n <= room);
             let Some(n) = opened else {
                 plain.fill(0);
                 buf[..room].fill(0);
                 return Err(STATUS_FAILED);
             };
-            buf[out..out + n].copy_from_slice(&plain[..n]);
             out += n;
             from = to;
             block = block.wrapping_add(1);

@@ -6,6 +6,7 @@
 //! status, never a panic.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cryptkeep_crypto::Backend;
 use cryptkeep_keep::keep::{Keep, SlotAccess};
@@ -456,6 +457,67 @@ fn an_open_request_is_answered_in_place_block_by_block() {
         h.handle(OP_OVERLAY_OPEN, 9, &mut buf, cut),
         Err(STATUS_FAILED)
     );
+}
+
+/// A block sealed under another block number (its ciphertext intact, so
+/// decrypting it gives its plaintext; only the associated data differs)
+/// fails the open, and a peer reading the slot all along never sees that
+/// plaintext, for every content cipher: accelerated AES-GCM checks the tag
+/// before it decrypts into the slot, the others open in the keep's own
+/// memory and copy only blocks that authenticated.
+#[test]
+fn a_failed_blocks_plaintext_never_reaches_the_slot() {
+    let ciphers = [
+        InitOptions::default(),
+        InitOptions {
+            xchacha: true,
+            ..InitOptions::default()
+        },
+        InitOptions {
+            aessiv: true,
+            ..InitOptions::default()
+        },
+    ];
+    for opts in ciphers {
+        let (local, _, keep) = setup(opts, 64 << 10);
+        let (h, c) = (&keep.handler, local.content());
+        let id = FileHeader::random().unwrap().id;
+        let plain: Vec<u8> = (0..6 * 4096).map(|i| (i % 251) as u8 ^ 0x33).collect();
+        let block = |n: usize, as_n: u64| {
+            c.encrypt_blocks(as_n, &id, &plain[n * 4096..(n + 1) * 4096])
+                .unwrap()
+        };
+        let mut req = id.to_vec();
+        req.push(1);
+        req.resize(OVERLAY_HEADER_LEN, 0);
+        for n in 0..6 {
+            req.extend_from_slice(&block(n, if n == 3 { 99 } else { n as u64 }));
+        }
+        let mut map = cryptkeep_testkit::SharedMap::new(64 << 10);
+        let peer = map.watch(3 * 4096, plain[3 * 4096..3 * 4096 + 16].to_vec());
+        let (before, deadline) = (peer.reads(), Instant::now() + Duration::from_secs(60));
+        let ran = |p: &cryptkeep_testkit::Watcher| p.reads() >= before + 1000;
+        let mut round = 0;
+        while round < 500 || (!ran(&peer) && Instant::now() < deadline) {
+            round += 1;
+            // SAFETY: the peer only reads; what it sees is the test.
+            let buf = unsafe { map.mine() };
+            buf[..req.len()].copy_from_slice(&req);
+            assert_eq!(
+                h.handle(OP_OVERLAY_OPEN, 0, buf, req.len()),
+                Err(STATUS_FAILED),
+                "{:?}",
+                c.alg()
+            );
+        }
+        assert!(ran(&peer), "the peer barely ran during the opens");
+        assert_eq!(
+            peer.seen(),
+            0,
+            "{:?}: a failed block's plaintext reached the slot",
+            c.alg()
+        );
+    }
 }
 
 #[test]
