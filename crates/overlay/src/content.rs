@@ -320,8 +320,9 @@ impl ContentCipher {
     /// first, then the block decrypted into `out`): for an `out` another
     /// process reads (the keep's shared slot). `ciphertext` is read twice,
     /// so it must be memory no one else writes. `None` where the cipher
-    /// opens in one pass only (AES-SIV, XChaCha20-Poly1305, portable
-    /// AES-GCM) or the keys are held elsewhere: the caller then opens into
+    /// opens in one pass only (AES-SIV, XChaCha20-Poly1305, the portable
+    /// and aws-lc AES-GCM: all but the VAES one) or the keys are held
+    /// elsewhere: the caller then opens into
     /// memory of its own and copies.
     pub fn open_block_verified_into(
         &self,
@@ -471,7 +472,7 @@ impl ContentCipher {
         // Nonces for up to this many blocks come from one getrandom call.
         const BATCH: usize = 32;
         let mut nonces = [0u8; BATCH * MAX_NONCE_LEN];
-        let read_twice = aead.alg() == AeadAlg::Aes256Siv;
+        let read_once = matches!(aead.alg(), AeadAlg::Aes256Gcm | AeadAlg::XChaCha20Poly1305);
         for (done, i) in (0..nblocks).rev().enumerate() {
             let k = done % BATCH;
             if k == 0 {
@@ -482,11 +483,11 @@ impl ContentCipher {
             let src = from + start..from + start + plen;
             let (copy, sealed) = work.split_at_mut(PLAIN_BS);
             let sealed = &mut sealed[..plen + ov];
-            let plain: &[u8] = if read_twice {
+            let plain: &[u8] = if read_once {
+                &buf[src]
+            } else {
                 copy[..plen].copy_from_slice(&buf[src]);
                 &copy[..plen]
-            } else {
-                &buf[src]
             };
             let (n_out, rest) = sealed.split_at_mut(nl);
             let nonce = &nonces[k * nl..(k + 1) * nl];
@@ -1009,8 +1010,9 @@ mod tests {
             let two = map.rewrite(raced.clone(), vec![0x22; 16]);
             let id = [3u8; 16];
             let mut block = vec![0u8; SEAL_WORK_LEN];
-            let (before, deadline) = (one.passes(), Instant::now() + Duration::from_secs(60));
-            let ran = || one.passes() >= before + 10 && two.passes() >= 10;
+            let (b1, b2) = (one.passes(), two.passes());
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let ran = || one.passes() >= b1 + 10 && two.passes() >= b2 + 10;
             let mut round = 0;
             while round < 200 || (!ran() && Instant::now() < deadline) {
                 // SAFETY: the peers' writes are what this test is about.

@@ -130,6 +130,10 @@ pub trait Aead: Send + Sync {
 
     /// Seals `plaintext` into `out`, which must be exactly
     /// `plaintext.len() + TAG_LEN` bytes long (layout: see the module docs).
+    /// AES-GCM and XChaCha20-Poly1305 read each plaintext byte once and tag
+    /// the ciphertext they wrote into `out`, in every implementation here
+    /// (the keep relies on it to seal from memory another process writes);
+    /// AES-SIV reads the plaintext twice (S2V, then CTR).
     fn seal(&self, nonce: &[u8], ad: &[u8], plaintext: &[u8], out: &mut [u8]) -> Result<(), Error>;
 
     /// Opens `sealed` into `out`, which must be exactly

@@ -126,8 +126,8 @@ fn seal_in_place(
 /// [`OP_OVERLAY_OPEN`] of the cipher blocks in `buf[header..in_len]`, in
 /// place, one block at a time: each is copied into the worker's own buffer
 /// and opened from there. A cipher that checks the tag before it decrypts
-/// (accelerated AES-GCM) then decrypts straight into the block's place in
-/// the output; the others open into the worker's buffer, and only a block
+/// (`cryptkeep-crypto`'s VAES AES-GCM, `AeadImpl::VaesAvx2`) then
+/// decrypts straight into the block's place in the output; the others open into the worker's buffer, and only a block
 /// that authenticated is copied to its place. So what is authenticated is
 /// what is decrypted, whatever the I/O side writes into the slot
 /// meanwhile, and no unauthenticated plaintext (nor keystream) ever

@@ -277,8 +277,10 @@ impl Worker {
     /// thread's yield lets no ordinary thread run), then sleeps on its
     /// doorbell. A `pinned` worker does not poll after a large request,
     /// nor after any request when it serves `only_local` (beside floating
-    /// workers): those come from threads on its own CPU, which its polls
-    /// would only keep waiting.
+    /// workers): those come mostly from threads on its own CPU, which its
+    /// polls would only keep waiting (the others, from a CPU without a
+    /// pinned worker or when every queue of theirs is taken, pay a
+    /// wake-up).
     fn run(
         mut self,
         stop: &AtomicBool,

@@ -462,9 +462,9 @@ fn an_open_request_is_answered_in_place_block_by_block() {
 /// A block sealed under another block number (its ciphertext intact, so
 /// decrypting it gives its plaintext; only the associated data differs)
 /// fails the open, and a peer reading the slot all along never sees that
-/// plaintext, for every content cipher: accelerated AES-GCM checks the tag
-/// before it decrypts into the slot, the others open in the keep's own
-/// memory and copy only blocks that authenticated.
+/// plaintext, for every content cipher: the VAES AES-GCM (where the CPU
+/// runs it) checks the tag before it decrypts into the slot, the others
+/// open in the keep's own memory and copy only blocks that authenticated.
 #[test]
 fn a_failed_blocks_plaintext_never_reaches_the_slot() {
     let ciphers = [
