@@ -322,8 +322,7 @@ impl ContentCipher {
     /// so it must be memory no one else writes. `None` where the cipher
     /// opens in one pass only (AES-SIV, XChaCha20-Poly1305, the portable
     /// and aws-lc AES-GCM: all but the VAES one) or the keys are held
-    /// elsewhere: the caller then opens into
-    /// memory of its own and copies.
+    /// elsewhere: the caller then opens into memory of its own and copies.
     pub fn open_block_verified_into(
         &self,
         block_no: u64,

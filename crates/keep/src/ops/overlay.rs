@@ -127,8 +127,9 @@ fn seal_in_place(
 /// place, one block at a time: each is copied into the worker's own buffer
 /// and opened from there. A cipher that checks the tag before it decrypts
 /// (`cryptkeep-crypto`'s VAES AES-GCM, `AeadImpl::VaesAvx2`) then
-/// decrypts straight into the block's place in the output; the others open into the worker's buffer, and only a block
-/// that authenticated is copied to its place. So what is authenticated is
+/// decrypts straight into the block's place in the output; the others
+/// open into the worker's buffer, and only a block that authenticated is
+/// copied to its place. So what is authenticated is
 /// what is decrypted, whatever the I/O side writes into the slot
 /// meanwhile, and no unauthenticated plaintext (nor keystream) ever
 /// reaches the slot, for any of the content ciphers (AES-SIV reads its
