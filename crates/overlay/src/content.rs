@@ -255,10 +255,6 @@ impl ContentCipher {
         ciphertext: &[u8],
         out: &mut [u8],
     ) -> Result<usize> {
-        let auth = || Error::Auth {
-            path: None,
-            block: Some(block_no),
-        };
         let (nonce, sealed) = match self.stored(block_no, ciphertext, out)? {
             Stored::Plain(n) => return Ok(n),
             Stored::Sealed(nonce, sealed) => (nonce, sealed),
@@ -269,11 +265,11 @@ impl ContentCipher {
             Engine::Local(aead) => {
                 let (ad, adn) = assoc_data(block_no, file_id);
                 aead.open(nonce, &ad[..adn], sealed, o)
-                    .map_err(|_| auth())?;
+                    .map_err(|_| block_auth(block_no))?;
             }
             Engine::Held(h) => {
                 if h.open_blocks(block_no, file_id, ciphertext, o)? != n {
-                    return Err(auth());
+                    return Err(block_auth(block_no));
                 }
             }
         }
@@ -291,15 +287,11 @@ impl ContentCipher {
         ciphertext: &'a [u8],
         out: &mut [u8],
     ) -> Result<Stored<'a>> {
-        let auth = || Error::Auth {
-            path: None,
-            block: Some(block_no),
-        };
         if ciphertext.is_empty() {
             return Ok(Stored::Plain(0));
         }
         if ciphertext.len() < self.block_overhead() {
-            return Err(auth());
+            return Err(block_auth(block_no));
         }
         let (nonce, sealed) = ciphertext.split_at(self.nonce_len);
         // A zero nonce is never drawn: the block is a hole (a full block of
@@ -310,7 +302,7 @@ impl ContentCipher {
                 o.fill(0);
                 return Ok(Stored::Plain(PLAIN_BS));
             }
-            return Err(auth());
+            return Err(block_auth(block_no));
         }
         Ok(Stored::Sealed(nonce, sealed))
     }
@@ -344,10 +336,7 @@ impl ContentCipher {
         };
         let (ad, adn) = assoc_data(block_no, file_id);
         let opened = aead.open_verified(nonce, &ad[..adn], sealed, o)?;
-        Some(opened.map(|()| n).map_err(|_| Error::Auth {
-            path: None,
-            block: Some(block_no),
-        }))
+        Some(opened.map(|()| n).map_err(|_| block_auth(block_no)))
     }
 
     /// Opens one block bound to `file_id` into a new vector.
@@ -804,6 +793,14 @@ const PARALLEL_MIN_BLOCKS: usize = 64;
 fn parallel() -> bool {
     static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *P.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+}
+
+/// Block `block_no` did not authenticate.
+fn block_auth(block_no: u64) -> Error {
+    Error::Auth {
+        path: None,
+        block: Some(block_no),
+    }
 }
 
 fn short_buf(n: usize) -> Error {
