@@ -19,8 +19,8 @@
 #   single scheduling hiccup of a busy machine moves the figure); the dd and hdparm tests
 #   are unchanged. The loaded measure of the keep:
 #     scripts/bench-block.sh --only cryptkeep,inline --load cpu --seconds 5 --reps 5
-#   Every image file is fully allocated (fallocate) before it is measured, so the first
-#   run does not pay for the backing store's allocation.
+#   Every image file is fully allocated (fallocate) and written over once before it is
+#   measured, so the first run does not pay for the backing store's allocation.
 #   --backing DIR: the image files go into a work dir made in DIR (removed afterwards) instead
 #   of onto a tmpfs; page caches are dropped before each read test, and each fio write ends
 #   with an fsync of the device inside its time (fio --end_fsync=1), so a target that
@@ -126,6 +126,14 @@ for r in $(seq 1 $reps); do
 done
 bench_load_stop
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# paired_ratio "A1 A2 .." "B1 B2 ..": the median of the runs' ratios A/B.
+paired_ratio() {
+  python3 -c '
+import statistics, sys
+a, b = (list(map(float, x.split())) for x in sys.argv[1:3])
+r = [x / y for x, y in zip(a, b) if x and y]
+print(f"{statistics.median(r):.2f}x" if r else "nan")' "$1" "$2"
+}
 echo "backing store: $store ($t)"
 echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
 echo "|---|---|---|---|---|---|"
@@ -140,7 +148,13 @@ for peer in "${targets[@]:1}"; do
   row="| cryptkeep / $peer"
   for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"
+  # The same ratio run by run (a pair is measured minutes apart at most), then the
+  # median: a machine that slows down for a while moves both sides of a pair.
+  row="| cryptkeep / $peer, paired"
+  for k in write read dd ddwarm hdparm; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}")"; done
+  echo "$row |"
 done
+echo "(paired: the median of the runs' own ratios)"
 echo "each run (in order):"
 for target in "${targets[@]}"; do
   row="- $target:"
