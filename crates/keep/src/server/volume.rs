@@ -20,8 +20,9 @@ use crate::shm::Handler;
 /// every such request is one round trip to the keep. With 1 MiB slots it
 /// took two, the second for the last few sectors: an `aes-gcm-random`
 /// volume of 4096-byte sectors (28-byte tuples) fits 254 of a request's
-/// 256 sectors in 1 MiB. The slots of a volume without integrity use only
-/// their first MiB; the rest of the memory is never touched.
+/// 256 sectors in 1 MiB. A volume without integrity fills the rest only
+/// with requests longer than 1 MiB (an NBD export's); memory of the
+/// arena that no request reaches is never touched, and costs nothing.
 pub const VOLUME_SLOT_BYTES: usize = (1 << 20) + (132 << 10);
 
 /// What the host's unlock step hands the volume keep: the volume key (in a
