@@ -131,6 +131,8 @@ paired_ratio() {
   python3 -c '
 import statistics, sys
 a, b = (list(map(float, x.split())) for x in sys.argv[1:3])
+if len(a) != len(b):  # a run that gave no figure: runs cannot be paired
+    print("n/a"); sys.exit()
 r = [x / y for x, y in zip(a, b) if x and y]
 print(f"{statistics.median(r):.2f}x" if r else "nan")' "$1" "$2"
 }
@@ -154,7 +156,7 @@ for peer in "${targets[@]:1}"; do
   for k in write read dd ddwarm hdparm; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}")"; done
   echo "$row |"
 done
-echo "(paired: the median of the runs' own ratios)"
+has cryptkeep && [ ${#targets[@]} -gt 1 ] && echo "(paired: the median of the runs' own ratios)"
 echo "each run (in order):"
 for target in "${targets[@]}"; do
   row="- $target:"

@@ -117,6 +117,8 @@ paired_ratio() {
   python3 -c '
 import statistics, sys
 a, b = (list(map(float, x.split())) for x in sys.argv[1:3])
+if len(a) != len(b):  # a run that gave no figure: runs cannot be paired
+    print("n/a"); sys.exit()
 r = [(x / y if sys.argv[3] in ("swrite", "sread") else y / x) for x, y in zip(a, b) if x and y]
 print(f"{statistics.median(r):.2f}x" if r else "nan")' "$1" "$2" "$3"
 }

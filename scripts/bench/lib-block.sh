@@ -140,14 +140,14 @@ blk_attach() {
 }
 
 # blk_allocate FILE: allocates every block of FILE (its size unchanged, its content zeros
-# where it had none), then writes the file over itself once (its content unchanged), so
-# the first timed write does not pay for the backing store's allocation and later runs do
-# not skip it. fallocate alone is not enough: a tmpfs page it allocated, or an ext4
-# extent it left unwritten, is slow to write the first time (on a tmpfs, a first pass of
-# 1 MiB writes over a fallocated 1 GiB file ran at 0.55 GB/s, the next at 6.7 GB/s).
+# where it had none), then writes the file over itself once (its content unchanged) and
+# syncs it, so the first timed write does not pay for the backing store's allocation and
+# later runs do not skip it. fallocate alone is not enough: a tmpfs page it allocated, or
+# an ext4 extent it left unwritten, is slow to write the first time (on a tmpfs, a first
+# pass of 1 MiB writes over a fallocated 1 GiB file ran at 0.55 GB/s, the next at 6.7 GB/s).
 blk_allocate() {
   fallocate -l "$(stat -c %s "$1")" "$1" 2>/dev/null || true
-  dd if="$1" of="$1" bs=1M conv=notrunc status=none
+  dd if="$1" of="$1" bs=1M conv=notrunc,fsync status=none
 }
 
 # blk_plain_loop NAME SIZE_MiB

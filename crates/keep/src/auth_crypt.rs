@@ -320,33 +320,4 @@ mod tests {
         assert_eq!(batch_sectors(8 * (512 + 16), 512, 16), 7);
         assert_eq!(batch_sectors(1 << 20, 0, 0), 0);
     }
-
-    /// A volume keep's slot takes a whole 1 MiB request of every
-    /// authenticated mode at every sector size, in one round trip.
-    #[test]
-    fn a_volume_slot_takes_a_whole_request_of_every_mode() {
-        use cryptkeep_crypto::sector_aead::AuthSpec;
-        let modes = [
-            ("aes-xts-plain64", "hmac(sha1)"),
-            ("aes-xts-plain64", "hmac(sha256)"),
-            ("aes-xts-plain64", "hmac(sha512)"),
-            ("aegis128-random", "aead"),
-            ("chacha20-random", "poly1305"),
-            ("aes-gcm-random", "aead"),
-        ];
-        for (encryption, integrity) in modes {
-            let ts = AuthSpec::parse(encryption, integrity)
-                .unwrap()
-                .tuple_bytes();
-            for ss in [512, 1024, 2048, 4096] {
-                let n = batch_sectors(crate::server::VOLUME_SLOT_BYTES, ss, ts);
-                assert!(
-                    n >= (1 << 20) / ss,
-                    "{encryption} {integrity}, {ss}-byte sectors: {n} per request"
-                );
-            }
-        }
-        // The 1 MiB slots before did not (254 of 256 sectors).
-        assert_eq!(batch_sectors(1 << 20, 4096, 28), 254);
-    }
 }

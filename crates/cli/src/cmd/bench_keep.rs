@@ -499,8 +499,7 @@ fn sectors(keep: Arc<ProcessKeep>, a: &Args, out: &mut Rows) -> CliResult {
 }
 
 /// Authenticated sectors ([`AUTH_MODE`]): seal and open inline against
-/// through the keep (data and tuples copied in and out of the slot, as
-/// the volume's reads and writes do).
+/// through the keep (data and tuples copied in and out of the slot).
 fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args, out: &mut Rows) -> CliResult {
     let crypto = |e: cryptkeep_crypto::Error| from_crypto(&e, "bench");
     let spec = AuthSpec::parse(AUTH_MODE.0, AUTH_MODE.1).map_err(crypto)?;
@@ -527,17 +526,9 @@ fn auth_sectors(keep: Arc<ProcessKeep>, a: &Args, out: &mut Rows) -> CliResult {
             b.copy_from_slice(&bi);
             inline.open(0, b, &ti).map(|_| ()).map_err(crypto)
         })?;
-        // As the volume reads: the ciphertext and tuples go straight into
-        // the request buffer, the plaintext comes back into `b`.
         let ok = throughput(a.threads, a.seconds, req, &|_, b| {
-            through
-                .open_from(0, b, &mut |i, d, t| {
-                    d.copy_from_slice(&bi[i * 4096..i * 4096 + d.len()]);
-                    t.copy_from_slice(&ti[i * ts..i * ts + t.len()]);
-                    Ok(())
-                })
-                .map(|_| ())
-                .map_err(keep_err)
+            b.copy_from_slice(&bi);
+            through.open(0, b, &ti).map(|_| ()).map_err(keep_err)
         })?;
         rows.push((round, si, sk, oi, ok));
     }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 pub use auth_volume::{AuthVolumeHandler, AuthVolumeKey};
 pub use overlay::{run_overlay, OverlayHandler, OverlayKey};
 pub use runtime::{run_runtime, RuntimeHandler, MAX_REPEAT};
-pub use volume::{run_volume, UnlockedVolume, VolumeHandler, VolumeKey, VOLUME_SLOT_BYTES};
+pub use volume::{run_volume, UnlockedVolume, VolumeHandler, VolumeKey};
 
 use crate::keep::{send_failed, Failure};
 use crate::secret_heap;

@@ -13,18 +13,6 @@ use crate::keep::Failure;
 use crate::proto::*;
 use crate::shm::Handler;
 
-/// Bytes of each shared slot of a volume keep: a 1 MiB request (FUSE's
-/// largest) of an authenticated volume, with its tuples and its failure
-/// bitmap, in the worst case of 512-byte sectors with 64-byte tuples
-/// (`hmac(sha512)`: 2048 · 64 bytes, and 256 bytes of bitmap), so that
-/// every such request is one round trip to the keep. With 1 MiB slots it
-/// took two, the second for the last few sectors: an `aes-gcm-random`
-/// volume of 4096-byte sectors (28-byte tuples) fits 254 of a request's
-/// 256 sectors in 1 MiB. A volume without integrity fills the rest only
-/// with requests longer than 1 MiB (an NBD export's); memory of the
-/// arena that no request reaches is never touched, and costs nothing.
-pub const VOLUME_SLOT_BYTES: usize = (1 << 20) + (132 << 10);
-
 /// What the host's unlock step hands the volume keep: the volume key (in a
 /// zeroizing buffer; the keep copies it into a `memfd_secret` page and
 /// wipes this one) and how the volume uses it.
@@ -105,9 +93,6 @@ pub fn run_volume<K: Into<UnlockedVolume>>(
     mut cfg: ServerConfig,
     unlock: impl FnOnce() -> Result<K, Failure>,
 ) -> Result<(), Failure> {
-    // Before the unlock: the header says whether the volume is
-    // authenticated only then, and the arena is made first.
-    cfg.arena.slot_bytes = cfg.arena.slot_bytes.max(VOLUME_SLOT_BYTES);
     let (control, lc_hooked) = super::start(&mut cfg)?;
     let prepared = match prepare(|| unlock().map(Into::into)) {
         Ok(p) => p,
