@@ -125,17 +125,6 @@ for r in $(seq 1 $reps); do
   echo "bench-block: rep $r/$reps done" >&2
 done
 bench_load_stop
-med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# paired_ratio "A1 A2 .." "B1 B2 ..": the median of the runs' ratios A/B.
-paired_ratio() {
-  python3 -c '
-import statistics, sys
-a, b = (list(map(float, x.split())) for x in sys.argv[1:3])
-if len(a) != len(b):  # a run that gave no figure: runs cannot be paired
-    print("n/a"); sys.exit()
-r = [x / y for x, y in zip(a, b) if x and y]
-print(f"{statistics.median(r):.2f}x" if r else "nan")' "$1" "$2"
-}
 echo "backing store: $store ($t)"
 echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
 echo "|---|---|---|---|---|---|"
@@ -150,8 +139,6 @@ for peer in "${targets[@]:1}"; do
   row="| cryptkeep / $peer"
   for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"
-  # The same ratio run by run (a pair is measured minutes apart at most), then the
-  # median: a machine that slows down for a while moves both sides of a pair.
   row="| cryptkeep / $peer, paired"
   for k in write read dd ddwarm hdparm; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}")"; done
   echo "$row |"

@@ -111,17 +111,6 @@ bench_load_stop
 # The plain tree's size, for the on-disk overhead.
 fs_plain_size
 
-med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# paired_ratio "A1 A2 .." "B1 B2 .." KEY: the median of the runs' ratios A/B (B/A for times).
-paired_ratio() {
-  python3 -c '
-import statistics, sys
-a, b = (list(map(float, x.split())) for x in sys.argv[1:3])
-if len(a) != len(b):  # a run that gave no figure: runs cannot be paired
-    print("n/a"); sys.exit()
-r = [(x / y if sys.argv[3] in ("swrite", "sread") else y / x) for x, y in zip(a, b) if x and y]
-print(f"{statistics.median(r):.2f}x" if r else "nan")' "$1" "$2" "$3"
-}
 keys=(swrite sread extract du rsync delete)
 declare -A md
 echo "backing store: $store ($t)"
@@ -149,10 +138,11 @@ r = (a / b if '$k' in ('swrite', 'sread') else b / a) if a and b else float('nan
 print(f'{r:.2f}x')")"
     done
     echo "$row | | |"
-    # The same ratio run by run (each run's pair was measured minutes apart at most),
-    # then the median: a machine that slows down for a while moves both sides of a pair.
     row="| cryptkeep / $peer, paired"
-    for k in "${keys[@]}"; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}" "$k")"; done
+    for k in "${keys[@]}"; do
+      kind=time; [[ $k == swrite || $k == sread ]] && kind=rate
+      row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}" $kind)"
+    done
     echo "$row | | |"
   done
   echo "(ratios: >1x means cryptkeep is faster; paired: the median of the runs' own ratios)"

@@ -26,6 +26,7 @@
 # bookkeeping leaves nothing behind either.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib-load.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib-stats.sh"
 blk_name=${blk_name:-bench}        # prefix of messages
 blk_ck=${blk_ck:-}                 # the cryptkeep binary
 blk_fio_time_based=${blk_fio_time_based:-} # non-empty: fio runs for its whole RUNTIME_S

@@ -36,6 +36,7 @@
 # ver[T] (its version and options).
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib-load.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib-stats.sh"
 declare -A mnt back ver fs_pids
 fs_stream_mib=100
 pw=bench-password
