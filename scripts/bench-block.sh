@@ -112,7 +112,7 @@ hdparm_run() { blk_hdparm -t $1; }
 declare -A res
 if [ -n "$load" ]; then bench_load_start "$load"; sleep 1; fi
 for r in $(seq 1 $reps); do
-  for target in "${targets[@]}"; do
+  for target in $(rep_order "$r" "${targets[@]}"); do
     case $target in cryptkeep) d=$ck_dev;; loop) d=$loop_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
     res[$target,write]+="$(fio_run $d write) "
     sync; echo 3 > /proc/sys/vm/drop_caches
@@ -150,4 +150,4 @@ for target in "${targets[@]}"; do
   for k in write read dd ddwarm hdparm; do row+=" $k [${res[$target,$k]% }]"; done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)}${fio_seconds:+; each fio test runs ${fio_seconds} s (--time_based)})"
+echo "(medians of $reps interleaved runs, the order reversed in every second one; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)}${fio_seconds:+; each fio test runs ${fio_seconds} s (--time_based)})"

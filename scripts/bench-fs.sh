@@ -103,7 +103,7 @@ fs_record() {
 }
 if [ -n "$load" ]; then bench_load_start "$load"; sleep 1; fi
 for r in $(seq 1 "$reps"); do
-  for target in "${targets[@]}"; do fs_rep "$target"; done
+  for target in $(rep_order "$r" "${targets[@]}"); do fs_rep "$target"; done
   echo "bench-fs: rep $r/$reps done" >&2
 done
 bench_load_stop
@@ -156,5 +156,5 @@ for target in "${targets[@]}"; do
   done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs; backing store: $store; $(nproc) cores; tree: $(basename "$src_xz"), $nfiles entries, $((plain_bytes / 1000000)) MB plain${load:+; under load: stress-ng --cpu $(nproc)})"
+echo "(medians of $reps interleaved runs, the order reversed in every second one; backing store: $store; $(nproc) cores; tree: $(basename "$src_xz"), $nfiles entries, $((plain_bytes / 1000000)) MB plain${load:+; under load: stress-ng --cpu $(nproc)})"
 for target in "${targets[@]}"; do echo "- $target: ${ver[$target]}"; done

@@ -18,3 +18,12 @@ time = sys.argv[3] == "time"
 r = [(y / x if time else x / y) for x, y in zip(a, b) if x and y]
 print(f"{statistics.median(r):.2f}x" if r else "nan")' "$1" "$2" "${3:-rate}"
 }
+
+# rep_order R T1 T2 ..: the targets in the order run R measures them: as given in odd
+# runs, reversed in even ones. Whatever a target's place in a run does to it (the state
+# the one before it leaves, the machine's drift within the run) then falls on each
+# target in half the runs, not always on the same one.
+rep_order() {
+  local r=$1 i; shift
+  if (( r % 2 )); then printf '%s\n' "$@"; else for ((i = $#; i >= 1; i--)); do printf '%s\n' "${!i}"; done; fi
+}
