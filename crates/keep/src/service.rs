@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::keep::send_ready;
 use crate::sandbox;
-use crate::sched::WorkerSched;
+use crate::sched::{RealtimeDefault, WorkerSched};
 use crate::shm::{self, Arena, ArenaConfig, Handler};
 use crate::{control, Error};
 
@@ -29,6 +29,12 @@ pub struct ServiceOptions {
     pub selftest_forbidden_syscall: bool,
     /// Log the sandbox and the shutdown to standard error.
     pub verbose: bool,
+    /// Keep every worker under the ordinary scheduler unless
+    /// `CRYPTKEEP_KEEP_RTPRIO` says otherwise, whatever the handler would
+    /// choose ([`Handler::realtime_workers`](crate::shm::Handler::realtime_workers)): the
+    /// spawner knows the I/O comes in large requests that ordinary
+    /// workers serve better on a busy machine (`crate::sched`).
+    pub ordinary_workers: bool,
 }
 
 /// Environment variable that turns on [`ServiceOptions::selftest_forbidden_syscall`].
@@ -47,6 +53,7 @@ impl Default for ServiceOptions {
             selftest_forbidden_syscall: std::env::var(SELFTEST_ENV).as_deref()
                 == Ok("forbidden-syscall"),
             verbose: true,
+            ordinary_workers: false,
         }
     }
 }
@@ -71,7 +78,11 @@ pub fn run(control: OwnedFd, handler: Arc<dyn Handler>, opts: ServiceOptions) ->
     // is synchronised to every thread after.
     let landlock = sandbox::landlock::restrict_all()?;
     // Scheduling first: a nice value below 0 needs CAP_SYS_NICE.
-    let sched = WorkerSched::from_env(handler.realtime_workers());
+    let sched = WorkerSched::from_env(if opts.ordinary_workers {
+        RealtimeDefault::None
+    } else {
+        handler.realtime_workers()
+    });
     let verbose = opts.verbose;
     let init: shm::ThreadInit = Arc::new(move |pinned| {
         if let Err(e) = sched.apply_to_this_thread(pinned) {

@@ -71,6 +71,19 @@ pub struct VolumeArgs {
     /// Append the keep's log to FILE once unlocked.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    #[command(flatten)]
+    pub workers: WorkerArgs,
+}
+
+/// How a volume keep's workers are scheduled.
+#[derive(ClapArgs, Debug)]
+pub struct WorkerArgs {
+    /// Keep the workers under the ordinary scheduler unless
+    /// `CRYPTKEEP_KEEP_RTPRIO` says otherwise: the I/O comes in large
+    /// requests (a plain volume's loop device), which ordinary workers
+    /// serve better on a busy machine.
+    #[arg(long = "ordinary-workers")]
+    pub ordinary: bool,
 }
 
 /// Options of `__keep runtime`.
@@ -102,19 +115,28 @@ pub struct ScratchArgs {
     /// the mode's default size.
     #[arg(long, value_name = "TYPE")]
     pub integrity: Option<String>,
+    #[command(flatten)]
+    pub workers: WorkerArgs,
 }
 
 /// Runs the keep; never returns.
 pub fn run(cmd: KeepCmd) -> ! {
-    let cfg = |log: Option<PathBuf>| ServerConfig {
+    let cfg = |log: Option<PathBuf>, ordinary_workers: bool| ServerConfig {
         log,
+        ordinary_workers,
         ..ServerConfig::default()
     };
     let r = match cmd {
-        KeepCmd::Volume(a) => server::run_volume(cfg(a.log.clone()), || unlock(&a)),
-        KeepCmd::Overlay(a) => server::run_overlay(cfg(a.log.clone()), || unlock_overlay(&a)),
-        KeepCmd::Runtime(a) => server::run_runtime(cfg(a.log)),
-        KeepCmd::ScratchVolume(a) => server::run_volume(cfg(a.log.clone()), || scratch(&a)),
+        KeepCmd::Volume(a) => {
+            server::run_volume(cfg(a.log.clone(), a.workers.ordinary), || unlock(&a))
+        }
+        KeepCmd::Overlay(a) => {
+            server::run_overlay(cfg(a.log.clone(), false), || unlock_overlay(&a))
+        }
+        KeepCmd::Runtime(a) => server::run_runtime(cfg(a.log, false)),
+        KeepCmd::ScratchVolume(a) => {
+            server::run_volume(cfg(a.log.clone(), a.workers.ordinary), || scratch(&a))
+        }
     };
     // A failure went to the spawner, which reports it.
     std::process::exit(r.map_or_else(|f| f.code, |()| 0))

@@ -317,7 +317,11 @@ pub fn run(a: Args) -> CliResult {
             st.keep = Some(state::KeepState::inline());
             None
         }
-        KeepArg::Process => Some(keep_args(&a, &st.name)),
+        KeepArg::Process => Some(keep_args(
+            &a,
+            &st.name,
+            matches!(payload, Payload::Plain { .. }) && nbd.is_none(),
+        )),
     };
     // How long the keyslot KDF will take is said once the daemon is forked
     // (the probe may start threads); the progress line is drawn by the
@@ -521,8 +525,11 @@ pub(crate) fn background<L: Launch>(
     }
 }
 
-/// The arguments of `cryptkeep __keep volume` for `open` of NAME.
-fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
+/// The arguments of `cryptkeep __keep volume` for `open` of NAME;
+/// `large_requests`: the keep serves only the loop device's block file of a
+/// plain volume, whose large requests ordinary workers serve better
+/// (`--ordinary-workers`).
+fn keep_args(a: &Args, name: &str, large_requests: bool) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec!["__keep".into(), "volume".into(), a.volume.clone().into()];
     let mut opt = |k: &str, val: OsString| {
         v.push(k.into());
@@ -547,5 +554,8 @@ fn keep_args(a: &Args, name: &str) -> Vec<OsString> {
     };
     opt("--crypto-backend", backend.into());
     opt("--log", state::log_path(name).into());
+    if large_requests {
+        v.push("--ordinary-workers".into());
+    }
     v
 }

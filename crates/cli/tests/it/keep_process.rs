@@ -211,13 +211,24 @@ fn worker_policies(pid: i32) -> Vec<(u32, u32)> {
 }
 
 /// A volume keep's workers run under SCHED_FIFO at priority 1 by default
-/// (a root keep may), at the priority `CRYPTKEEP_KEEP_RTPRIO` names, and
-/// under the ordinary scheduler with `CRYPTKEEP_KEEP_RTPRIO=0` or a value
-/// that is not a priority; a runtime keep's are ordinary unless asked.
+/// (a root keep may), a runtime keep's and those of a volume keep told
+/// `--ordinary-workers` (`open` of a plain volume without an NBD export)
+/// under the ordinary scheduler; every keep's at the priority
+/// `CRYPTKEEP_KEEP_RTPRIO` names, and under the ordinary scheduler with
+/// `CRYPTKEEP_KEEP_RTPRIO=0` or a value that is not a priority.
 #[test]
 fn the_keeps_workers_run_at_a_real_time_priority_unless_told_not_to() {
     need!(root);
     let volume = ["__keep", "scratch-volume", "--cipher", "aes-xts-plain64"];
+    let ordinary = [&volume[..], &["--ordinary-workers"]].concat();
+    let auth = [
+        "__keep",
+        "scratch-volume",
+        "--cipher",
+        "aes-gcm-random",
+        "--integrity",
+        "aead",
+    ];
     let with = |args: &[&str], prio: Option<&str>| {
         let mut cfg = spawn::SpawnConfig::new(BIN, args);
         if let Some(p) = prio {
@@ -237,6 +248,17 @@ fn the_keeps_workers_run_at_a_real_time_priority_unless_told_not_to() {
     all(with(&volume, Some("7")), (fifo, 7), "volume, priority 7");
     all(with(&volume, Some("0")), (0, 0), "volume, turned off");
     all(with(&volume, Some("off")), (0, 0), "volume, not a priority");
+    all(
+        with(&auth, None),
+        (fifo, 1),
+        "authenticated volume, default",
+    );
+    all(with(&ordinary, None), (0, 0), "volume, --ordinary-workers");
+    all(
+        with(&ordinary, Some("3")),
+        (fifo, 3),
+        "--ordinary-workers, priority 3",
+    );
     let runtime = ["__keep", "runtime"];
     all(with(&runtime, None), (0, 0), "runtime, default");
     all(with(&runtime, Some("2")), (fifo, 2), "runtime, priority 2");

@@ -99,6 +99,8 @@ pub struct ServerConfig {
     /// Try a forbidden system call right after READY (seccomp must kill
     /// the keep); defaults to [`SELFTEST_ENV`] = `forbidden-syscall`.
     pub selftest_forbidden_syscall: bool,
+    /// See [`ServiceOptions::ordinary_workers`].
+    pub ordinary_workers: bool,
 }
 
 impl Default for ServerConfig {
@@ -112,6 +114,7 @@ impl Default for ServerConfig {
             arena: s.arena,
             selftest_forbidden_syscall: std::env::var(SELFTEST_ENV).as_deref()
                 == Ok("forbidden-syscall"),
+            ordinary_workers: false,
         }
     }
 }
@@ -288,6 +291,7 @@ fn serve<H: Handler + 'static>(
         facts,
         selftest_forbidden_syscall: cfg.selftest_forbidden_syscall,
         verbose: cfg.log.is_some(),
+        ordinary_workers: cfg.ordinary_workers,
     };
     let r = service::run(control, Arc::new(handler), opts);
     drop(secret);
