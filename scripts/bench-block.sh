@@ -7,7 +7,7 @@
 #   loop       - a plain (unencrypted) image file, direct-I/O loop (what the backing store gives)
 #   bindfs     - a plain file through a multithreaded bindfs FUSE passthrough, direct-I/O loop (the ceiling)
 #   gocryptfs  - a file inside a gocryptfs mount, loop device (a user-space encrypted peer)
-# All in the same run, interleaved, REPS times; prints the medians as a Markdown table
+# All in the same run, interleaved (the order reversed in every second run), REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
 # usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard] [--with-inline]
 #                               [--backing DIR] [--only t1,t2] [--load cpu] [--seconds S]

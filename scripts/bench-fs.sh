@@ -8,7 +8,8 @@
 #   rsync         rsync -an tree/ elsewhere/ (dry run: mostly stat())                       [s]
 #   delete        rm -rf of the tree                                                        [s]
 #   on-disk       du -sb of the backing (cipher) dir after extract vs the plain tree        [overhead %]
-# on each target, all in the same run, interleaved, REPS times; prints the medians as a
+# on each target, all in the same run, interleaved (the order reversed in every second run),
+# REPS times; prints the medians as a
 # Markdown table and cryptkeep's ratio to each peer:
 #   plain      - the backing file system itself (baseline)
 #   bindfs     - bindfs --multithreaded passthrough (the FUSE ceiling; as in bench-block.sh)

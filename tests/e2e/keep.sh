@@ -38,6 +38,10 @@ grep -q "^Seccomp:[[:space:]]*2" "/proc/$kp/status" || fail "keep has no seccomp
 if [ -r "/proc/$kp/autogroup" ]; then
   [ "$(cut -d' ' -f1 < "/proc/$kp/autogroup")" = "$(cut -d' ' -f1 < "/proc/$dp/autogroup")" ] || fail "the keep and the daemon are in different autogroups"
 fi
+# A plain volume served only through its loop device: ordinary workers (open passes
+# --ordinary-workers; a root keep would get SCHED_FIFO otherwise).
+pol=$(keep_worker_policies kv | sort -u | tr '\n' ' ')
+[ "$pol" = "0 " ] || fail "the keep's workers' policies are '$pol', want ordinary (0)"
 
 step "write load, then SIGKILL the keep"
 head -c 4M /dev/urandom > "$W/src"

@@ -51,6 +51,9 @@ dev=$(sed -n 1p "$W/open.out") uri=$(sed -n 2p "$W/open.out")
 [ "$uri" = "nbd+unix:///nv?socket=$sock" ] || fail "URI is '$uri'"
 [ -S "$sock" ] && [ "$(stat -c %a "$sock")" = 600 ] || fail "socket missing or not mode 0600"
 "$CK" status nv | grep -q "nbd: *$uri" || fail "status lacks the export"
+# With an NBD export the keep gets smaller requests: its workers stay real-time (root).
+pol=$(keep_worker_policies nv | sort -u | tr '\n' ' ')
+[ "$pol" = "1 " ] || fail "the keep's workers' policies are '$pol', want SCHED_FIFO (1)"
 
 step "nbdinfo: size, flags, block sizes, description, base:allocation"
 nbdinfo --json "$uri" > "$W/info.json"

@@ -11,8 +11,7 @@
 //!   workers shared a busy machine better (`open` says so with
 //!   `--ordinary-workers`), and for the runtime keep, whose timed repeats
 //!   run for seconds; set, it applies to every worker, and 0 turns it
-//!   off): the workers run under
-//!   `SCHED_FIFO` at this real-time priority
+//!   off): the workers run under `SCHED_FIFO` at this real-time priority
 //!   (1–99), and the slice and nice value below do not apply. A woken
 //!   worker then runs at once instead of waiting for a busy task's turn.
 //!   It needs `CAP_SYS_NICE` (a root daemon has it) or an `RLIMIT_RTPRIO`

@@ -41,12 +41,14 @@ pub trait Handler: Send + Sync {
     }
 
     /// Whether the workers ask for a real-time policy unless
-    /// `CRYPTKEEP_KEEP_RTPRIO` says otherwise (`crate::sched`): yes for the
-    /// few, large requests of a volume, where a woken worker that runs at
-    /// once keeps a busy machine from slowing the keep more than the
-    /// in-process crypto. A real-time worker barely polls, so a handler
-    /// whose requests come in a stream of small ones a polling worker
-    /// catches says no.
+    /// `CRYPTKEEP_KEEP_RTPRIO` says otherwise (`crate::sched`): yes for a
+    /// volume, whose authenticated or NBD-exported requests (128 KiB
+    /// pieces, an NBD client's requests) each pay a hand-off that a woken
+    /// worker running at once makes short; the spawner turns it off for
+    /// a plain volume's loop device alone, whose ordinary pinned workers
+    /// shared a busy machine better (`ServiceOptions::ordinary_workers`).
+    /// A real-time worker barely polls, so a handler whose requests come
+    /// in a stream of small ones a polling worker catches says no.
     fn realtime_by_default(&self) -> bool {
         true
     }
