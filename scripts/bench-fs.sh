@@ -9,8 +9,7 @@
 #   delete        rm -rf of the tree                                                        [s]
 #   on-disk       du -sb of the backing (cipher) dir after extract vs the plain tree        [overhead %]
 # on each target, all in the same run, interleaved (the order reversed in every second run),
-# REPS times; prints the medians as a
-# Markdown table and cryptkeep's ratio to each peer:
+# REPS times; prints the medians as a Markdown table and cryptkeep's ratio to each peer:
 #   plain      - the backing file system itself (baseline)
 #   bindfs     - bindfs --multithreaded passthrough (the FUSE ceiling; as in bench-block.sh)
 #   gocryptfs  - Debian's gocryptfs, -scryptn 10, default options

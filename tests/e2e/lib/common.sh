@@ -89,12 +89,15 @@ json_has() {
   grep -Eq "\"$2\": *$3[,]?\$" "$1" || { cat "$1" >&2; fail "$1 lacks \"$2\": $3"; }
 }
 
+# keep_pid NAME: the pid of volume NAME's keep process, from its state record.
+keep_pid() { sed -n 's/.*"keep": {.*"pid": \([0-9]*\).*/\1/p' <(tr -d '\n' < "$CRYPTKEEP_RUN_DIR/$1/state.json"); }
+
 # keep_worker_policies NAME: the scheduling policy of each keep-worker thread of volume
 # NAME's keep process (0 ordinary, 1 SCHED_FIFO), one per line (field 41 of
 # /proc/PID/task/TID/stat, counted after the command name).
 keep_worker_policies() {
   local kp t
-  kp=$(tr -d '\n' < "$CRYPTKEEP_RUN_DIR/$1/state.json" | sed -n 's/.*"keep": {[^}]*"pid": \([0-9]*\).*/\1/p')
+  kp=$(keep_pid "$1")
   [ -n "$kp" ] || return 1
   for t in /proc/"$kp"/task/*; do
     [[ "$(cat "$t/comm")" == keep-worker* ]] || continue
