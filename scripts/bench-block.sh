@@ -10,7 +10,15 @@
 # All in the same run, interleaved (the order reversed in every second run), REPS times; prints the medians as a Markdown table
 # and cryptkeep's ratio to each peer.
 # usage: scripts/bench-block.sh [--reps N] [--size MiB] [--keep process|inline] [--nodiscard] [--with-inline]
-#                               [--backing DIR] [--only t1,t2] [--load cpu] [--seconds S]
+#                               [--backing DIR] [--only t1,t2] [--load cpu] [--seconds S] [--tests LIST]
+#                               [--io-uring]
+#   --io-uring: every cryptkeep target is opened with --io-uring (its block file served over
+#   FUSE-over-io_uring queues instead of /dev/fuse)
+#   --tests LIST: which measures, from seq (fio 1 MiB sequential write and read), rand4k (fio
+#   4 KiB random write and read, iodepth 64, 2 jobs, S seconds each, 5 by default: the
+#   requests of a database or a VM image, where each request pays the path's fixed cost),
+#   dd and hdparm; default seq,dd,hdparm. The random measure of the keep:
+#     scripts/bench-block.sh --only cryptkeep,inline --tests rand4k --reps 5
 #   --load cpu: one busy process per CPU (stress-ng --cpu $(nproc)) runs through all the
 #   measurements: the block path on a machine busy with other work. With --with-inline it
 #   is the measure of what the keep process costs under contention.
@@ -36,7 +44,7 @@
 # cryptkeep binary (an older build), to compare two builds in one run.
 set -euo pipefail
 reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0; backing= load=
-fio_seconds=
+fio_seconds= tests=seq,dd,hdparm ck_open_args=()
 targets=(cryptkeep loop bindfs gocryptfs)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,9 +59,27 @@ while [ $# -gt 0 ]; do
             load=$2; shift 2;;
     --seconds) [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-block: --seconds takes a whole number of seconds" >&2; exit 1; }
                fio_seconds=$2; shift 2;;
+    --tests) tests=$2; shift 2;;
+    --io-uring) ck_open_args+=(--io-uring); shift;;
     *) echo "bench-block: unknown argument $1" >&2; exit 1;;
   esac
 done
+# The measures, as result keys, with their column headers.
+keys=()
+declare -A header=(
+  [write]='fio seq write [MiB/s]' [read]='fio seq read [MiB/s]'
+  [randwrite]='fio 4K randwrite [MiB/s]' [randread]='fio 4K randread [MiB/s]'
+  [dd]='dd 100M fdatasync, fresh ext4 [MiB/s]' [ddwarm]='dd again, warm [MiB/s]' [hdparm]='hdparm -t [MB/s]')
+IFS=, read -r -a wanted <<< "$tests"
+for x in "${wanted[@]}"; do
+  case $x in
+    seq) keys+=(write read);; rand4k) keys+=(randwrite randread);;
+    dd) keys+=(dd ddwarm);; hdparm) keys+=(hdparm);;
+    *) echo "bench-block: --tests takes seq, rand4k, dd and hdparm, not '$x'" >&2; exit 1;;
+  esac
+done
+[ ${#keys[@]} -gt 0 ] || { echo "bench-block: --tests names no measure" >&2; exit 1; }
+wants() { [[ ",$tests," == *",$1,"* ]]; }
 # A target named twice (--only cryptkeep,inline --with-inline) is measured once.
 declare -A named=(); once=()
 for t in "${targets[@]}"; do
@@ -78,11 +104,11 @@ w=$blk_w t=$blk_store store=$blk_store_desc
 has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
 
 printf 'bench' > $w/pass
-blk_cryptkeep bench $size_mib $w/pass -- "${keep_args[@]}"; ck_dev=$blk_dev
-if has inline; then blk_cryptkeep bench-inline $size_mib $w/pass -- --keep inline; inl_dev=$blk_dev; fi
+blk_cryptkeep bench $size_mib $w/pass -- "${keep_args[@]}" "${ck_open_args[@]}"; ck_dev=$blk_dev
+if has inline; then blk_cryptkeep bench-inline $size_mib $w/pass -- --keep inline "${ck_open_args[@]}"; inl_dev=$blk_dev; fi
 if [ -n "$base" ]; then
   blk_cryptkeep_format $t/bench-base.img $size_mib $w/pass
-  BIN=$base blk_cryptkeep_open $t/bench-base.img bench-base $w/pass "${keep_args[@]}"; base_dev=$blk_dev
+  BIN=$base blk_cryptkeep_open $t/bench-base.img bench-base $w/pass "${keep_args[@]}" "${ck_open_args[@]}"; base_dev=$blk_dev
 fi
 # a plain image file, straight on the backing store
 if has loop; then blk_plain_loop raw $size_mib; loop_dev=$blk_dev; fi
@@ -92,6 +118,7 @@ if has gocryptfs; then blk_gocryptfs gocryptfs $size_mib $w/pass; goc_dev=$blk_d
 
 # On a disk, writes are timed until they are durable (see blk_fio).
 fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib ${fio_seconds:-10} ${backing:+durable})"; } # dev rw -> MiB/s
+rand_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib ${fio_seconds:-5} ${backing:+durable})"; } # dev rw -> MiB/s
 dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   local m=$w/mnt-dd
   # no lazy init: its background zeroing would race the timed write
@@ -114,40 +141,52 @@ if [ -n "$load" ]; then bench_load_start "$load"; sleep 1; fi
 for r in $(seq 1 $reps); do
   for target in $(rep_order "$r" "${targets[@]}"); do
     case $target in cryptkeep) d=$ck_dev;; loop) d=$loop_dev;; bindfs) d=$bind_dev;; gocryptfs) d=$goc_dev;; inline) d=$inl_dev;; cryptkeep-base) d=$base_dev;; esac
-    res[$target,write]+="$(fio_run $d write) "
-    sync; echo 3 > /proc/sys/vm/drop_caches
-    res[$target,read]+="$(fio_run $d read) "
-    read -r cold warm <<< "$(dd_run $d | tr '\n' ' ')"
-    res[$target,dd]+="$cold "; res[$target,ddwarm]+="$warm "
-    sync; echo 3 > /proc/sys/vm/drop_caches
-    res[$target,hdparm]+="$(hdparm_run $d) "
+    if wants seq; then
+      res[$target,write]+="$(fio_run $d write) "
+      sync; echo 3 > /proc/sys/vm/drop_caches
+      res[$target,read]+="$(fio_run $d read) "
+    fi
+    if wants rand4k; then
+      res[$target,randwrite]+="$(rand_run $d randwrite) "
+      sync; echo 3 > /proc/sys/vm/drop_caches
+      res[$target,randread]+="$(rand_run $d randread) "
+    fi
+    if wants dd; then
+      read -r cold warm <<< "$(dd_run $d | tr '\n' ' ')"
+      res[$target,dd]+="$cold "; res[$target,ddwarm]+="$warm "
+    fi
+    if wants hdparm; then
+      sync; echo 3 > /proc/sys/vm/drop_caches
+      res[$target,hdparm]+="$(hdparm_run $d) "
+    fi
   done
   echo "bench-block: rep $r/$reps done" >&2
 done
 bench_load_stop
 echo "backing store: $store ($t)"
-echo "| target | fio seq write [MiB/s] | fio seq read [MiB/s] | dd 100M fdatasync, fresh ext4 [MiB/s] | dd again, warm [MiB/s] | hdparm -t [MB/s] |"
-echo "|---|---|---|---|---|---|"
+row="| target"; sep="|---"
+for k in "${keys[@]}"; do row+=" | ${header[$k]}"; sep+="|---"; done
+echo "$row |"; echo "$sep|"
 declare -A m
 for target in "${targets[@]}"; do
   row="| $target"
-  for k in write read dd ddwarm hdparm; do m[$target,$k]=$(echo "${res[$target,$k]}" | med); row+=" | ${m[$target,$k]}"; done
+  for k in "${keys[@]}"; do m[$target,$k]=$(echo "${res[$target,$k]}" | med); row+=" | ${m[$target,$k]}"; done
   echo "$row |"
 done
 for peer in "${targets[@]:1}"; do
   has cryptkeep || break # the ratios are cryptkeep's; --only may leave it out
   row="| cryptkeep / $peer"
-  for k in write read dd ddwarm hdparm; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
+  for k in "${keys[@]}"; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
   echo "$row |"
   row="| cryptkeep / $peer, paired"
-  for k in write read dd ddwarm hdparm; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}")"; done
+  for k in "${keys[@]}"; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}")"; done
   echo "$row |"
 done
 has cryptkeep && [ ${#targets[@]} -gt 1 ] && echo "(paired: the median of the runs' own ratios)"
 echo "each run (in order):"
 for target in "${targets[@]}"; do
   row="- $target:"
-  for k in write read dd ddwarm hdparm; do row+=" $k [${res[$target,$k]% }]"; done
+  for k in "${keys[@]}"; do row+=" $k [${res[$target,$k]% }]"; done
   echo "$row"
 done
-echo "(medians of $reps interleaved runs, the order reversed in every second one; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)}${fio_seconds:+; each fio test runs ${fio_seconds} s (--time_based)})"
+echo "(medians of $reps interleaved runs, the order reversed in every second one; $size_mib MiB devices; backing store: $store; $(nproc) cores; mkfs.ext4 -E $mkfs_ext${backing:+; fio writes timed until durable (--end_fsync=1)}${load:+; under load: stress-ng --cpu $(nproc)}${fio_seconds:+; each fio test runs ${fio_seconds} s (--time_based)}$(wants rand4k && echo "; 4K random tests: ${fio_seconds:-5} s each, iodepth 64, 2 jobs")${ck_open_args:+; cryptkeep opened with ${ck_open_args[*]}})"

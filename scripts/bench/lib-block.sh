@@ -260,22 +260,28 @@ blk_wait() {
   return $rc
 }
 
-# blk_fio DEV read|write SIZE_MiB RUNTIME_S [durable]: sequential 1 MiB blocks, iodepth 64,
-# libaio, direct, two jobs on the two halves of the device; prints MiB/s. With "durable", a
-# write ends with an fsync of the device that the time includes (--end_fsync=1): what a
-# target kept in a page cache below the device must then reach the disk within the time.
-# By default fio stops after one pass over the device (well under a second on a tmpfs);
-# with blk_fio_time_based set it goes over it again until RUNTIME_S have passed, which
-# averages out a busy machine's swings.
+# blk_fio DEV read|write|randread|randwrite SIZE_MiB RUNTIME_S [durable]: read and write are
+# sequential 1 MiB blocks, randread and randwrite random 4 KiB blocks; iodepth 64, libaio,
+# direct, two jobs on the two halves of the device; prints MiB/s. With "durable", a write
+# ends with an fsync of the device that the time includes (--end_fsync=1): what a target
+# kept in a page cache below the device must then reach the disk within the time.
+# By default fio stops after one pass over the device (well under a second on a tmpfs for
+# 1 MiB blocks); with blk_fio_time_based set it goes over it again until RUNTIME_S have
+# passed, which averages out a busy machine's swings. A random test always stops at
+# RUNTIME_S (a pass of 4 KiB requests takes far longer than one of 1 MiB ones).
 blk_fio() {
-  local durable=() timed=() out=$blk_w/fio.$BASHPID.json
-  [ "${5:-}" = durable ] && [ "$2" = write ] && durable=(--end_fsync=1)
-  [ -n "$blk_fio_time_based" ] && timed=(--time_based)
-  blk_wait fio --name=b --filename="$1" --rw="$2" --bs=1M --iodepth=64 --ioengine=libaio --direct=1 \
+  local durable=() timed=() bs=1M dir=$2 out=$blk_w/fio.$BASHPID.json
+  case $2 in
+    randread|randwrite) bs=4k dir=${2#rand}; timed=(--time_based --randrepeat=0);;
+    read|write) [ -n "$blk_fio_time_based" ] && timed=(--time_based);;
+    *) blk_die "blk_fio: unknown test $2";;
+  esac
+  [ "${5:-}" = durable ] && [ "$dir" = write ] && durable=(--end_fsync=1)
+  blk_wait fio --name=b --filename="$1" --rw="$2" --bs=$bs --iodepth=64 --ioengine=libaio --direct=1 \
     --numjobs=2 --offset_increment=$(($3 / 2))M --size=$(($3 / 2))M --runtime="$4" --group_reporting \
     "${timed[@]}" "${durable[@]}" --output-format=json --output="$out" 2>/dev/null >/dev/null ||
     { rm -f "$out"; return 1; }
-  python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$2']['bw_bytes'] / 1048576, 2))" < "$out"
+  python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['$dir']['bw_bytes'] / 1048576, 2))" < "$out"
   rm -f "$out"
 }
 

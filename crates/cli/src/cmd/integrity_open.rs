@@ -232,7 +232,7 @@ impl Launch for IntegrityCtx {
             failures: AtomicU64::new(0),
             recording: std::sync::Mutex::new(()),
         };
-        serve::serve_store(self.st, Arc::new(store), false, None, None)
+        serve::serve_store(self.st, Arc::new(store), false, None, None, false)
     }
 }
 

@@ -51,6 +51,8 @@ pub struct OpenCtx {
     pub backend: Backend,
     /// `--nbd`: the NBD export to serve too.
     pub nbd: Option<super::nbd_export::NbdOpts>,
+    /// `--io-uring`: serve the block file over FUSE-over-io_uring queues.
+    pub io_uring: bool,
 }
 
 /// The data segment `open` serves.
@@ -181,6 +183,7 @@ pub fn start(
                 ctx.allow_discards,
                 guard,
                 ctx.nbd.as_ref(),
+                ctx.io_uring,
             )
         }
         Payload::Auth(auth) => {
@@ -190,7 +193,14 @@ pub fn start(
             };
             after_unlock()?;
             let vol = super::open_auth::volume(&ctx.volume, &auth, crypt, &ctx.st.name, &place)?;
-            serve_store(ctx.st, Arc::new(vol), false, guard, ctx.nbd.as_ref())
+            serve_store(
+                ctx.st,
+                Arc::new(vol),
+                false,
+                guard,
+                ctx.nbd.as_ref(),
+                ctx.io_uring,
+            )
         }
     }
 }
@@ -198,13 +208,15 @@ pub fn start(
 /// Mounts the FUSE block file for `store` under NAME's run directory and
 /// records the state with this process as the daemon (`keep`: the key
 /// process to close when serving ends); with `nbd`, exports it over NBD
-/// too.
+/// too; with `io_uring`, the block file is served over FUSE-over-io_uring
+/// queues instead of /dev/fuse.
 pub fn serve_store<S: BlockStore>(
     mut st: State,
     store: Arc<S>,
     allow_discards: bool,
     keep: Option<KeepGuard>,
     nbd: Option<&super::nbd_export::NbdOpts>,
+    io_uring: bool,
 ) -> CliResult<Serving> {
     let fuse_dir = state::fuse_dir(&st.name);
     crate::rundir::make_dir(&fuse_dir).map_err(|e| {
@@ -215,15 +227,15 @@ pub fn serve_store<S: BlockStore>(
         )
     })?;
     let opts = block_opts(&st.name, st.read_only, allow_discards);
-    let mount = mount_block_store(store.clone(), &fuse_dir, &opts, BlockFileTuning::default())
-        .map_err(|e| {
-            daemon_err(
-                "cannot mount the FUSE block file",
-                e,
-                &fuse_dir.display().to_string(),
-                "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
-            )
-        })?;
+    let tuning = BlockFileTuning::default().with_io_uring(io_uring);
+    let mount = mount_block_store(store.clone(), &fuse_dir, &opts, tuning).map_err(|e| {
+        daemon_err(
+            "cannot mount the FUSE block file",
+            e,
+            &fuse_dir.display().to_string(),
+            "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
+        )
+    })?;
     let nbd = match nbd {
         Some(o) => match super::nbd_export::start(store.clone(), o) {
             Ok((srv, rec)) => {

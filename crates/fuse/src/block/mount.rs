@@ -34,7 +34,8 @@ pub fn mount_block_file(
 /// Mounts the block file system for `engine` at `mountpoint`: the FUSE
 /// mount (direct `mount(2)` as root, `fusermount3` otherwise, through
 /// fuser's pure-Rust mounter; no libfuse), the INIT handshake, then
-/// `tuning.threads` dispatch threads, each on its own cloned /dev/fuse fd.
+/// `tuning.threads` dispatch threads, each on its own cloned /dev/fuse fd
+/// (or, with `tuning.io_uring`, one io_uring queue thread per CPU).
 /// Owner-only, `default_permissions`, `nodev,nosuid,noexec,noatime`.
 /// Returns once the mount appears in /proc/self/mountinfo.
 pub fn mount_block_file_with(
@@ -67,6 +68,7 @@ pub fn mount_block_store<S: BlockStore>(
         threads: tuning.threads.max(1),
         default_permissions: true,
         noexec_noatime: true,
+        io_uring: tuning.io_uring,
         ..MountOptions::new(&opts.fs_name, "cryptkeep")
     };
     mount(fs, mountpoint, &transport)
