@@ -41,7 +41,9 @@
 #   backing files in different states: punched holes on bindfs, EOPNOTSUPP on cryptkeep)
 # CK=PATH: the cryptkeep binary (default target/release/cryptkeep).
 # CK_BASE=PATH adds a target cryptkeep-base: the same volume served by another
-# cryptkeep binary (an older build), to compare two builds in one run.
+# cryptkeep binary (an older build), to compare two builds in one run. It is opened with
+# the same arguments (--io-uring among them): to compare a transport, make it a wrapper
+# that drops the flag.
 set -euo pipefail
 reps=3; size_mib=1024; keep_args=(); mkfs_ext=lazy_itable_init=0,lazy_journal_init=0; backing= load=
 fio_seconds= tests=seq,dd,hdparm ck_open_args=()
@@ -71,7 +73,10 @@ declare -A header=(
   [randwrite]='fio 4K randwrite [MiB/s]' [randread]='fio 4K randread [MiB/s]'
   [dd]='dd 100M fdatasync, fresh ext4 [MiB/s]' [ddwarm]='dd again, warm [MiB/s]' [hdparm]='hdparm -t [MB/s]')
 IFS=, read -r -a wanted <<< "$tests"
+declare -A seen=()
 for x in "${wanted[@]}"; do
+  [ -z "${seen[$x]:-}" ] || continue
+  seen[$x]=1
   case $x in
     seq) keys+=(write read);; rand4k) keys+=(randwrite randread);;
     dd) keys+=(dd ddwarm);; hdparm) keys+=(hdparm);;
@@ -176,7 +181,7 @@ done
 for peer in "${targets[@]:1}"; do
   has cryptkeep || break # the ratios are cryptkeep's; --only may leave it out
   row="| cryptkeep / $peer"
-  for k in "${keys[@]}"; do row+=" | $(python3 -c "print(f'{${m[cryptkeep,$k]}/${m[$peer,$k]}:.2f}x')")"; done
+  for k in "${keys[@]}"; do row+=" | $(python3 -c "a, b = ${m[cryptkeep,$k]}, ${m[$peer,$k]}; print(f'{a / b:.2f}x' if b else 'n/a')")"; done
   echo "$row |"
   row="| cryptkeep / $peer, paired"
   for k in "${keys[@]}"; do row+=" | $(paired_ratio "${res[cryptkeep,$k]}" "${res[$peer,$k]}")"; done

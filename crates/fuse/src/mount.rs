@@ -71,7 +71,14 @@ impl MountOptions {
 pub struct Mount {
     mountpoint: PathBuf,
     thread: Option<JoinHandle<io::Result<()>>>,
+    /// The io_uring queue threads, joined after the session: each holds
+    /// the file system (and any key in it) until the connection ends.
+    queues: Vec<JoinHandle<()>>,
 }
+
+/// How long joining waits for the io_uring queue threads once the session
+/// ended (they end as soon as the kernel has given their entries back).
+const QUEUES_JOIN_WAIT: Duration = Duration::from_secs(5);
 
 /// Mounts `fs` at `mountpoint` (an existing directory) with `opts`;
 /// returns once the mount is live. With `opts.io_uring`, the kernel must
@@ -88,7 +95,7 @@ pub fn mount<F: Ops>(fs: F, mountpoint: &Path, opts: &MountOptions) -> Result<Mo
     }
     let fs = Arc::new(fs);
     if !opts.io_uring {
-        return mount_session(Session::new(fs, false), canonical, opts, |_| Ok(()));
+        return mount_session(Session::new(fs, false), canonical, opts, |_| Ok(Vec::new()));
     }
     if !crate::uring::kernel_allows() {
         return Err(Error::IoUringOff);
@@ -111,7 +118,7 @@ fn mount_session<F: Ops>(
     session: Session<F>,
     canonical: PathBuf,
     opts: &MountOptions,
-    with_dev: impl FnOnce(std::os::fd::OwnedFd) -> io::Result<()>,
+    with_dev: impl FnOnce(std::os::fd::OwnedFd) -> io::Result<Vec<JoinHandle<()>>>,
 ) -> Result<Mount, Error> {
     let mut options = vec![
         MountOption::FSName(opts.fs_name.clone()),
@@ -154,7 +161,7 @@ fn mount_session<F: Ops>(
     let dev = std::os::fd::AsFd::as_fd(&fuse)
         .try_clone_to_owned()
         .map_err(Error::Session)?;
-    with_dev(dev).map_err(Error::Session)?;
+    let queues = with_dev(dev).map_err(Error::Session)?;
     let thread = std::thread::Builder::new()
         .name("ck-fuse-session".into())
         .spawn(move || fuse.run())
@@ -162,6 +169,7 @@ fn mount_session<F: Ops>(
     let m = Mount {
         mountpoint: canonical,
         thread: Some(thread),
+        queues,
     };
     if !wait_for(&m.mountpoint, true, Duration::from_secs(10)) {
         return Err(Error::NotLive {
@@ -256,7 +264,30 @@ impl Mount {
     }
 
     fn join_session(&mut self) -> Result<(), Error> {
-        join_session(&mut self.thread)
+        let r = join_session(&mut self.thread);
+        join_queues(&mut self.queues);
+        r
+    }
+}
+
+/// Joins the io_uring queue threads of a session that ended, waiting at
+/// most [`QUEUES_JOIN_WAIT`]; threads still running then are left (and
+/// said so on stderr), rather than hang the caller's close.
+fn join_queues(queues: &mut Vec<JoinHandle<()>>) {
+    let deadline = std::time::Instant::now() + QUEUES_JOIN_WAIT;
+    while queues.iter().any(|t| !t.is_finished()) {
+        if std::time::Instant::now() >= deadline {
+            eprintln!(
+                "cryptkeep: {} io_uring queue thread(s) still running after the FUSE session ended; left behind",
+                queues.iter().filter(|t| !t.is_finished()).count()
+            );
+            queues.clear();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for t in queues.drain(..) {
+        let _ = t.join();
     }
 }
 

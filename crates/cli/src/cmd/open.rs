@@ -67,9 +67,10 @@ pub struct Args {
     pub keep: KeepArg,
     /// Serve the block file over FUSE-over-io_uring queues, one per CPU
     /// (Linux 6.14+, fuse module parameter enable_uring=Y), instead of
-    /// /dev/fuse: random 4 KiB I/O about twice as fast through the keep,
-    /// 1 MiB streams slower (docs/guide/performance.md).
-    #[arg(long = "io-uring")]
+    /// /dev/fuse: random 4 KiB I/O through the keep about twice as fast on
+    /// a machine that is not saturated, 1 MiB streams slower
+    /// (docs/guide/performance.md).
+    #[arg(long = "io-uring", conflicts_with = "no_loop")]
     pub io_uring: bool,
     #[command(flatten)]
     pub nbd: super::nbd_export::NbdArgs,

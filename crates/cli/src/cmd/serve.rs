@@ -233,7 +233,11 @@ pub fn serve_store<S: BlockStore>(
             "cannot mount the FUSE block file",
             e,
             &fuse_dir.display().to_string(),
-            "check /dev/fuse exists (modprobe fuse) and fuse3 is installed",
+            if io_uring {
+                "open without --io-uring to read requests from /dev/fuse"
+            } else {
+                "check /dev/fuse exists (modprobe fuse) and fuse3 is installed"
+            },
         )
     })?;
     let nbd = match nbd {

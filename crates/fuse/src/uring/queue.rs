@@ -4,6 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::abi::{READDIR, READDIRPLUS};
@@ -40,21 +41,28 @@ const INIT_WAIT: Duration = Duration::from_secs(10);
 /// Starts one queue thread per possible CPU for `fs` on the connection of
 /// `dev` (a `/dev/fuse` descriptor of the mounted session). Each thread
 /// registers once the kernel has finished INIT and then serves until the
-/// connection ends.
-pub(crate) fn start_queues(fs: Arc<dyn Ops>, dev: OwnedFd, payload_len: usize) -> io::Result<()> {
+/// connection ends; the threads are returned, to be joined once it has
+/// (each holds the file system, and with it any key it keeps).
+pub(crate) fn start_queues(
+    fs: Arc<dyn Ops>,
+    dev: OwnedFd,
+    payload_len: usize,
+) -> io::Result<Vec<JoinHandle<()>>> {
     let dev = Arc::new(dev);
     let cpus = possible_cpus()?;
+    let mut threads = Vec::with_capacity(cpus);
     for qid in 0..cpus {
         let (fs, dev) = (fs.clone(), dev.clone());
-        std::thread::Builder::new()
+        let t = std::thread::Builder::new()
             .name(format!("ck-uring-{qid}"))
             .spawn(move || {
                 if let Err(e) = serve_queue(&fs, dev, qid as u16, payload_len) {
                     eprintln!("cryptkeep fs: io_uring queue {qid}: {e}");
                 }
             })?;
+        threads.push(t);
     }
-    Ok(())
+    Ok(threads)
 }
 
 /// CPUs the kernel made queues for (`num_possible_cpus()`).
