@@ -122,8 +122,12 @@ if has bindfs; then blk_bindfs bindfs $size_mib; bind_dev=$blk_dev; fi
 if has gocryptfs; then blk_gocryptfs gocryptfs $size_mib $w/pass; goc_dev=$blk_dev; fi
 
 # On a disk, writes are timed until they are durable (see blk_fio).
-fio_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib ${fio_seconds:-10} ${backing:+durable})"; } # dev rw -> MiB/s
-rand_run() { printf '%.0f\n' "$(blk_fio $1 $2 $size_mib ${fio_seconds:-5} ${backing:+durable})"; } # dev rw -> MiB/s
+# dev rw -> MiB/s; a random test runs 5 s unless --seconds says otherwise
+fio_run() {
+  local secs=${fio_seconds:-10}
+  [[ $2 == rand* ]] && secs=${fio_seconds:-5}
+  printf '%.0f\n' "$(blk_fio $1 $2 $size_mib $secs ${backing:+durable})"
+}
 dd_run() { # dev -> MiB/s of a 100 MB fdatasync'd write into ext4
   local m=$w/mnt-dd
   # no lazy init: its background zeroing would race the timed write
@@ -152,9 +156,9 @@ for r in $(seq 1 $reps); do
       res[$target,read]+="$(fio_run $d read) "
     fi
     if wants rand4k; then
-      res[$target,randwrite]+="$(rand_run $d randwrite) "
+      res[$target,randwrite]+="$(fio_run $d randwrite) "
       sync; echo 3 > /proc/sys/vm/drop_caches
-      res[$target,randread]+="$(rand_run $d randread) "
+      res[$target,randread]+="$(fio_run $d randread) "
     fi
     if wants dd; then
       read -r cold warm <<< "$(dd_run $d | tr '\n' ' ')"

@@ -25,7 +25,6 @@ if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" != Y ]; then
   exit 0
 fi
 
-daemon_pid() { sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/$1/state.json"; }
 # threads NAME PATTERN: how many of NAME's daemon threads have a name matching PATTERN.
 threads() {
   local n=0 t

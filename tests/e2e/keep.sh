@@ -12,7 +12,6 @@ vol=$W/vol.img
 mkvol "$vol" 96M "$W/pass"
 mkdir -p "$W/mnt"
 
-daemon_pid() { sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/$1/state.json"; }
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 wait_gone() { # wait_gone PID SECONDS
   local n=$(( $2 * 10 ))

@@ -89,6 +89,9 @@ json_has() {
   grep -Eq "\"$2\": *$3[,]?\$" "$1" || { cat "$1" >&2; fail "$1 lacks \"$2\": $3"; }
 }
 
+# daemon_pid NAME: the pid of the daemon serving open volume NAME, from its state record.
+daemon_pid() { sed -n 's/^  "pid": \([0-9]*\),$/\1/p' "$CRYPTKEEP_RUN_DIR/$1/state.json"; }
+
 # keep_pid NAME: the pid of volume NAME's keep process, from its state record.
 keep_pid() { sed -n 's/.*"keep": {.*"pid": \([0-9]*\).*/\1/p' <(tr -d '\n' < "$CRYPTKEEP_RUN_DIR/$1/state.json"); }
 
