@@ -60,7 +60,11 @@ area, offset = s >> L, s & ((1 << L) - 1)
 print(((area << L) + (area + 1) * run + initial + offset) * 512 + 100)
 PY
 )
-printf '\xa5' | dd of="$img" bs=1 seek="$off" conv=notrunc status=none
+# Flip bits of the byte there (writing a fixed value would change nothing when the
+# byte already has it: one run in 256 with random file contents).
+orig=$(dd if="$img" bs=1 skip="$off" count=1 status=none | od -An -tx1 | tr -d ' \n')
+printf "\\x$(printf %02x $(( 0x$orig ^ 0x5a )))" | dd of="$img" bs=1 seek="$off" conv=notrunc status=none
+[ "$(dd if="$img" bs=1 skip="$off" count=1 status=none | od -An -tx1 | tr -d ' \n')" != "$orig" ] || fail "the byte at $off did not change"
 rc=0; "$CK" integrity verify --integrity sha256 "$img" > "$W/v.out" 2> "$W/v.err" || rc=$?
 [ "$rc" = 6 ] && grep -q "first at sector $sector " "$W/v.err" || fail "verify: exit $rc: $(cat "$W/v.err")"
 dev=$("$CK" integrity open -r --integrity sha256 "$img" e2e-int)
