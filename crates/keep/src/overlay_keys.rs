@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use cryptkeep_overlay::{ContentAlg, Error as OverlayError, FileId, KeyHolder, PLAIN_BS};
+use cryptkeep_overlay::{
+    file_aligned, file_aligned_start, ContentAlg, Error as OverlayError, FileId, KeyHolder,
+    COPY_ALIGN, PLAIN_BS,
+};
 
 use crate::keep::Keep;
 use crate::proto::*;
@@ -28,7 +31,8 @@ impl KeepKeyHolder {
             ContentAlg::AesGcm | ContentAlg::AesSiv => 16 + 16,
         };
         let slot = keep.slot_len();
-        let blocks_per_request = slot.saturating_sub(OVERLAY_HEADER_LEN) / (PLAIN_BS + overhead);
+        let blocks_per_request =
+            slot.saturating_sub(OVERLAY_HEADER_LEN + COPY_ALIGN) / (PLAIN_BS + overhead);
         if blocks_per_request == 0 {
             return Err(Error::BadRequest(format!(
                 "the keep's {slot}-byte slots cannot hold one content block"
@@ -189,11 +193,12 @@ impl KeyHolder for KeepKeyHolder {
 
     fn seal_max(&self, prefix_len: usize) -> usize {
         // The sealed blocks (each PLAIN_BS + overhead) after the prefix, in
-        // one slot; the request header sits where the output starts.
+        // one slot, placed for the file offset; the request header sits
+        // where the output starts.
         let room = self
             .keep
             .slot_len()
-            .saturating_sub(prefix_len + OVERLAY_HEADER_LEN);
+            .saturating_sub(prefix_len + OVERLAY_HEADER_LEN + COPY_ALIGN);
         room / (PLAIN_BS + self.overhead) * PLAIN_BS
     }
 
@@ -203,6 +208,7 @@ impl KeyHolder for KeepKeyHolder {
         file_id: Option<&FileId>,
         prefix: &[u8],
         plaintext: &[u8],
+        file_off: u64,
         write: &mut dyn FnMut(&[u8]) -> Result<(), OverlayError>,
     ) -> Result<(), OverlayError> {
         let blocks = plaintext.len().div_ceil(PLAIN_BS);
@@ -219,11 +225,21 @@ impl KeyHolder for KeepKeyHolder {
         let mut local: Option<OverlayError> = None;
         let r = self.keep.with_slot(&mut |slot| {
             let b = slot.buf();
+            // The bytes written from the slot start at `at`, placed for
+            // their file offset (seal_max left the room).
+            let at = file_aligned_start(b.as_ptr() as usize, file_off);
+            let b = &mut b[at..];
             b[..p].copy_from_slice(prefix);
             b[p..p + h].copy_from_slice(&head);
             b[p + h..p + h + plaintext.len()].copy_from_slice(plaintext);
             let in_len = h + plaintext.len();
-            let n = slot.call_cap(OP_OVERLAY_SEAL, first_block, p, in_len.max(sealed), in_len)?;
+            let n = slot.call_cap(
+                OP_OVERLAY_SEAL,
+                first_block,
+                at + p,
+                in_len.max(sealed),
+                in_len,
+            )?;
             if n != sealed {
                 local = Some(OverlayError::KeyHolder(format!(
                     "the keep sealed {} plaintext bytes into {n} bytes, expected {sealed}",
@@ -231,7 +247,7 @@ impl KeyHolder for KeepKeyHolder {
                 )));
                 return Ok(());
             }
-            if let Err(e) = write(&slot.buf()[..p + n]) {
+            if let Err(e) = write(&slot.buf()[at..at + p + n]) {
                 local = Some(e);
             }
             Ok(())
@@ -251,6 +267,7 @@ impl KeyHolder for KeepKeyHolder {
         first_block: u64,
         file_id: Option<&FileId>,
         clen: usize,
+        file_off: u64,
         read: &mut dyn FnMut(&mut [u8]) -> Result<usize, OverlayError>,
         out: &mut [u8],
     ) -> Result<usize, OverlayError> {
@@ -268,6 +285,11 @@ impl KeyHolder for KeepKeyHolder {
         let mut got = 0;
         let r = self.keep.with_slot(&mut |slot| {
             let b = slot.buf();
+            // The request starts at `at`, so the ciphertext after its
+            // header is placed for its file offset (read_open_max left
+            // the room).
+            let at = file_aligned_start(b.as_ptr() as usize + h, file_off);
+            let b = &mut b[at..];
             got = match read(&mut b[h..h + clen]) {
                 Ok(n) => n.min(clen),
                 Err(e) => {
@@ -289,14 +311,14 @@ impl KeyHolder for KeepKeyHolder {
                 return Ok(());
             }
             let in_len = h + got;
-            let n = slot.call_cap(OP_OVERLAY_OPEN, first_block, 0, in_len.max(room), in_len)?;
+            let n = slot.call_cap(OP_OVERLAY_OPEN, first_block, at, in_len.max(room), in_len)?;
             if n > room {
                 local = Some(OverlayError::KeyHolder(format!(
                     "the keep answered {n} bytes for {got} bytes of ciphertext"
                 )));
                 return Ok(());
             }
-            out[..n].copy_from_slice(&slot.buf()[..n]);
+            out[..n].copy_from_slice(&slot.buf()[at..at + n]);
             answered = n;
             Ok(())
         });
@@ -308,8 +330,9 @@ impl KeyHolder for KeepKeyHolder {
             Err(Error::Refused { status, .. }) if status == STATUS_FAILED => {
                 // Which block: read the ciphertext again (the slot now holds
                 // whatever the keep left) and try block by block.
-                let mut c = vec![0u8; got];
-                let again = read(&mut c)?.min(got);
+                let mut room = vec![0u8; got + COPY_ALIGN];
+                let c = file_aligned(&mut room, file_off, got);
+                let again = read(c)?.min(got);
                 Err(self.failing_block(first_block, &head, &c[..again]))
             }
             Err(e) => Err(holder_err(e)),

@@ -523,14 +523,16 @@ impl ContentCipher {
     /// of the `clen` ciphertext bytes starting at block `first_block`,
     /// which `read(buf, at)` reads (`at`: the byte offset into those
     /// `clen`), straight in the holder's buffer; large runs in two halves
-    /// on two threads, as [`ContentCipher::decrypt_blocks_into`]. `None`
-    /// when the blocks are opened here, or a piece would not fit the
-    /// holder's buffer: the caller then reads and decrypts as usual.
+    /// on two threads, as [`ContentCipher::decrypt_blocks_into`].
+    /// `file_off` is the cipher file offset of the first of those bytes.
+    /// `None` when the blocks are opened here, or a piece would not fit
+    /// the holder's buffer: the caller then reads and decrypts as usual.
     pub fn read_and_open(
         &self,
         first_block: u64,
         file_id: &FileId,
         clen: usize,
+        file_off: u64,
         read: &(dyn Fn(&mut [u8], usize) -> Result<usize> + Sync),
         out: &mut [u8],
     ) -> Option<Result<usize>> {
@@ -549,6 +551,7 @@ impl ContentCipher {
                 first_block + b0 as u64,
                 Some(file_id),
                 c,
+                file_off + at as u64,
                 &mut |buf: &mut [u8]| read(buf, at),
                 o,
             )
@@ -587,19 +590,22 @@ impl ContentCipher {
     /// With a key holder that seals in its own buffer: seals `plaintext`
     /// (consecutive blocks from `first_block`, the last may be partial)
     /// there and hands the bytes to `write(bytes, at)`, `at` their offset
-    /// from the start of `prefix`, which goes first. With `split`, large
+    /// from the start of `prefix`, which goes first, at cipher file offset
+    /// `file_off`. With `split`, large
     /// runs go in two halves on two threads (two writes, in either order),
     /// as [`ContentCipher::encrypt_blocks_into`]; the caller allows that
     /// only where a crash between the two cannot leave a block or the
     /// header torn. `None` when the blocks are sealed here, or a piece
     /// would not fit the holder's buffer: the caller then seals into a
     /// buffer of its own.
+    #[allow(clippy::too_many_arguments)]
     pub fn seal_and_write(
         &self,
         first_block: u64,
         file_id: &FileId,
         prefix: &[u8],
         plaintext: &[u8],
+        file_off: u64,
         split: bool,
         write: &(dyn Fn(&[u8], usize) -> Result<()> + Sync),
     ) -> Option<Result<()>> {
@@ -619,13 +625,16 @@ impl ContentCipher {
             let at2 = prefix.len() + half * self.cipher_bs();
             let (r1, r2) = std::thread::scope(|s| {
                 let t = s.spawn(|| {
-                    h.seal_and_write(first_block, Some(file_id), prefix, p1, &mut |b| write(b, 0))
+                    h.seal_and_write(first_block, Some(file_id), prefix, p1, file_off, &mut |b| {
+                        write(b, 0)
+                    })
                 });
                 let r2 = h.seal_and_write(
                     first_block + half as u64,
                     Some(file_id),
                     &[],
                     p2,
+                    file_off + at2 as u64,
                     &mut |b| write(b, at2),
                 );
                 (t.join(), r2)
@@ -638,11 +647,14 @@ impl ContentCipher {
         if plaintext.len() > h.seal_max(prefix.len()) {
             return None;
         }
-        Some(
-            h.seal_and_write(first_block, Some(file_id), prefix, plaintext, &mut |b| {
-                write(b, 0)
-            }),
-        )
+        Some(h.seal_and_write(
+            first_block,
+            Some(file_id),
+            prefix,
+            plaintext,
+            file_off,
+            &mut |b| write(b, 0),
+        ))
     }
 
     /// Opens a run of blocks into `out`: here block by block, or with the

@@ -10,6 +10,7 @@
 //! (the FUSE frontend holds one read-write lock per inode).
 
 use crate::content::{ContentCipher, PLAIN_BS};
+use crate::copy_align::{file_aligned, COPY_ALIGN};
 use crate::error::{Error, Result};
 use crate::header::{FileHeader, HEADER_LEN};
 use crate::stream::{Stamp, Stream};
@@ -132,10 +133,10 @@ impl CipherFile {
             return Ok(0);
         };
         let cbs = c.cipher_bs();
-        let mut cbuf = vec![0u8; cbs];
         let off = HEADER_LEN as u64 + block * cbs as u64;
-        let n =
-            read_full(&self.file, &mut cbuf, off).map_err(|e| Error::io("read", &self.path, e))?;
+        let mut room = vec![0u8; cbs + COPY_ALIGN];
+        let cbuf = file_aligned(&mut room, off, cbs);
+        let n = read_full(&self.file, cbuf, off).map_err(|e| Error::io("read", &self.path, e))?;
         c.decrypt_block_into(block, Some(&h.id), &cbuf[..n], out)
             .map_err(|e| e.at(&self.path))
     }
@@ -190,21 +191,23 @@ impl CipherFile {
             // half reads as a hole). Not with the header, and not over the
             // last block when the file grows: that one write goes whole.
             let split = end <= *clen || (append && !with_header);
-            c.seal_and_write(block, &h.id, prefix, data, split, &write_at)
+            c.seal_and_write(block, &h.id, prefix, data, off, split, &write_at)
         } else {
             None
         };
         let result = match written {
             Some(r) => r,
             None => {
-                let mut cbuf = vec![0u8; (end - off) as usize];
+                let len = (end - off) as usize;
+                let mut room = vec![0u8; len + COPY_ALIGN];
+                let cbuf = file_aligned(&mut room, off, len);
                 cbuf[..hl].copy_from_slice(prefix);
                 c.encrypt_blocks_into(block, &h.id, data, &mut cbuf[hl..])?;
                 if !append && !c.is_held() {
                     self.reserve_range(off, end)?;
                 }
                 self.file
-                    .write_all_at(&cbuf, off)
+                    .write_all_at(cbuf, off)
                     .map_err(|e| Error::io("write", &self.path, e))
             }
         };
@@ -293,10 +296,10 @@ impl CipherFile {
                 read_full(&self.file, buf, coff + at as u64)
                     .map_err(|e| Error::io("read", &self.path, e))
             };
-            if let Some(r) = c.read_and_open(first, &h.id, clen, &read_at, out) {
+            if let Some(r) = c.read_and_open(first, &h.id, clen, coff, &read_at, out) {
                 return r.map_err(|e| e.at(&self.path));
             }
-            let cbuf = grown(cbuf, clen);
+            let cbuf = file_aligned(grown(cbuf, clen + COPY_ALIGN), coff, clen);
             let got =
                 read_full(&self.file, cbuf, coff).map_err(|e| Error::io("read", &self.path, e))?;
             c.decrypt_blocks_into(first, &h.id, &cbuf[..got], out)

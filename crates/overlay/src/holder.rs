@@ -42,19 +42,23 @@ pub trait KeyHolder: Send + Sync {
     /// Opens consecutive cipher blocks that `read` puts straight into the
     /// holder's own buffer (the keep's shared slot): `read` gets room for
     /// `clen` bytes (at most [`KeyHolder::read_open_max`]) and answers how
-    /// many it filled (fewer at the end of the file). One copy fewer than
-    /// reading the ciphertext first and handing it to
-    /// [`KeyHolder::open_blocks`], which the default does.
+    /// many it filled (fewer at the end of the file). `file_off` is the
+    /// cipher file offset `read` reads from: the holder places the room
+    /// for it ([`crate::copy_align`]). One copy fewer than reading the
+    /// ciphertext first and handing it to [`KeyHolder::open_blocks`],
+    /// which the default does.
     fn read_and_open(
         &self,
         first_block: u64,
         file_id: Option<&FileId>,
         clen: usize,
+        file_off: u64,
         read: &mut dyn FnMut(&mut [u8]) -> Result<usize>,
         out: &mut [u8],
     ) -> Result<usize> {
-        let mut c = vec![0u8; clen];
-        let got = read(&mut c)?;
+        let mut c = vec![0u8; clen + crate::copy_align::COPY_ALIGN];
+        let c = crate::copy_align::file_aligned(&mut c, file_off, clen);
+        let got = read(c)?;
         self.open_blocks(first_block, file_id, &c[..got.min(clen)], out)
     }
 
@@ -70,17 +74,20 @@ pub trait KeyHolder: Send + Sync {
     /// at most [`KeyHolder::seal_max`] bytes) in the holder's own buffer
     /// (the keep's shared slot), after `prefix`, and hands `prefix` and
     /// the sealed blocks to `write` in one call, from there: one copy
-    /// fewer than sealing into the caller's buffer. A holder without such
-    /// a buffer (the default) refuses.
+    /// fewer than sealing into the caller's buffer. `file_off` is the
+    /// cipher file offset `write` writes `prefix` to: the holder places
+    /// the bytes for it ([`crate::copy_align`]). A holder without such a
+    /// buffer (the default) refuses.
     fn seal_and_write(
         &self,
         first_block: u64,
         file_id: Option<&FileId>,
         prefix: &[u8],
         plaintext: &[u8],
+        file_off: u64,
         write: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        let _ = (first_block, file_id, prefix, write);
+        let _ = (first_block, file_id, prefix, file_off, write);
         Err(crate::error::Error::InvalidArgument(format!(
             "this key holder has no buffer to seal {} bytes in",
             plaintext.len()

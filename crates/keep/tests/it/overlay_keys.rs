@@ -19,6 +19,7 @@ use cryptkeep_keep::shm::Handler;
 use cryptkeep_keep::Error;
 use cryptkeep_overlay::{
     CipherDir, Config, DirIv, Error as OverlayError, FileHeader, HeldKeys, InitOptions, MasterKey,
+    COPY_ALIGN, HEADER_LEN,
 };
 
 /// A keep in this process: requests go straight to the handler, through a
@@ -179,8 +180,16 @@ fn ciphertext_read_into_the_slot_opens() {
     let cbs = held.content().cipher_bs();
     let plain: Vec<u8> = (0..12 * 4096 - 5).map(|i| (i * 11 % 253) as u8).collect();
     let ct = local.content().encrypt_blocks(4, &id, &plain).unwrap();
+    // Where block 4 lies in a cipher file: the slot's room for it is
+    // placed to match (cryptkeep_overlay::copy_align).
+    let coff = (HEADER_LEN + 4 * cbs) as u64;
     let reader = |src: Vec<u8>| {
         move |buf: &mut [u8], at: usize| -> Result<usize, OverlayError> {
+            assert_eq!(
+                buf.as_ptr() as usize % COPY_ALIGN,
+                (coff as usize + at) % COPY_ALIGN,
+                "read room placed for its file offset"
+            );
             let n = buf.len().min(src.len().saturating_sub(at));
             buf[..n].copy_from_slice(&src[at..at + n]);
             Ok(n)
@@ -190,7 +199,7 @@ fn ciphertext_read_into_the_slot_opens() {
     let before = keep.requests.load(std::sync::atomic::Ordering::Relaxed);
     let r = held
         .content()
-        .read_and_open(4, &id, ct.len(), &reader(ct.clone()), &mut out)
+        .read_and_open(4, &id, ct.len(), coff, &reader(ct.clone()), &mut out)
         .expect("12 blocks fit a 64 KiB slot");
     assert_eq!(r.unwrap(), plain.len());
     assert_eq!(out[..plain.len()], plain[..]);
@@ -201,7 +210,7 @@ fn ciphertext_read_into_the_slot_opens() {
     // The in-process cipher has no slot: declined.
     assert!(local
         .content()
-        .read_and_open(4, &id, ct.len(), &reader(ct.clone()), &mut out)
+        .read_and_open(4, &id, ct.len(), coff, &reader(ct.clone()), &mut out)
         .is_none());
     // Larger than a slot: declined.
     let big: Vec<u8> = vec![7u8; 40 * 4096];
@@ -209,14 +218,21 @@ fn ciphertext_read_into_the_slot_opens() {
     let mut big_out = vec![0u8; big.len()];
     assert!(held
         .content()
-        .read_and_open(0, &id, big_ct.len(), &reader(big_ct.clone()), &mut big_out)
+        .read_and_open(
+            0,
+            &id,
+            big_ct.len(),
+            18,
+            &reader(big_ct.clone()),
+            &mut big_out
+        )
         .is_none());
     // Tampered: the block is named.
     let mut bad = ct.clone();
     bad[9 * cbs + 50] ^= 1;
     match held
         .content()
-        .read_and_open(4, &id, bad.len(), &reader(bad), &mut out)
+        .read_and_open(4, &id, bad.len(), coff, &reader(bad), &mut out)
         .unwrap()
     {
         Err(OverlayError::Auth { block, .. }) => assert_eq!(block, Some(13)),
@@ -226,7 +242,7 @@ fn ciphertext_read_into_the_slot_opens() {
     let short = ct[..3 * cbs].to_vec();
     let r = held
         .content()
-        .read_and_open(4, &id, ct.len(), &reader(short), &mut out)
+        .read_and_open(4, &id, ct.len(), coff, &reader(short), &mut out)
         .unwrap();
     assert_eq!(r.unwrap(), 3 * 4096);
     assert_eq!(out[..3 * 4096], plain[..3 * 4096]);
@@ -248,7 +264,15 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
         let prefix = b"HEADER-BYTES";
         let file = std::sync::Mutex::new(Vec::<u8>::new());
         let writes = std::sync::atomic::AtomicUsize::new(0);
+        // Block 2 of a cipher file, less the prefix: the bytes are
+        // written from where they match it (cryptkeep_overlay::copy_align).
+        let file_off = (HEADER_LEN + 2 * cbs - prefix.len()) as u64;
         let write = |bytes: &[u8], at: usize| -> Result<(), OverlayError> {
+            assert_eq!(
+                bytes.as_ptr() as usize % COPY_ALIGN,
+                (file_off as usize + at) % COPY_ALIGN,
+                "bytes placed for their file offset"
+            );
             let mut f = file.lock().unwrap();
             if f.len() < at + bytes.len() {
                 f.resize(at + bytes.len(), 0);
@@ -258,7 +282,7 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
             Ok(())
         };
         held.content()
-            .seal_and_write(2, &id, prefix, &plain, true, &write)
+            .seal_and_write(2, &id, prefix, &plain, file_off, true, &write)
             .expect("fits the slot")
             .unwrap();
         let f = file.into_inner().unwrap();
@@ -274,7 +298,7 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
         // The in-process cipher seals into a buffer of the caller's.
         assert!(local
             .content()
-            .seal_and_write(2, &id, prefix, &plain, true, &|_, _| Ok(()))
+            .seal_and_write(2, &id, prefix, &plain, file_off, true, &|_, _| Ok(()))
             .is_none());
     }
     // Not split when the caller says a crash between two writes could tear
@@ -282,7 +306,7 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
     let plain = vec![3u8; 70 * 4096];
     let writes = std::sync::atomic::AtomicUsize::new(0);
     held.content()
-        .seal_and_write(0, &id, &[], &plain, false, &|_, _| {
+        .seal_and_write(0, &id, &[], &plain, 18, false, &|_, _| {
             writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(())
         })
@@ -294,7 +318,7 @@ fn blocks_sealed_in_the_slot_are_written_from_it() {
     let big = vec![1u8; 40 * 4096];
     assert!(small
         .content()
-        .seal_and_write(0, &id, &[], &big, true, &|_, _| Ok(()))
+        .seal_and_write(0, &id, &[], &big, 18, true, &|_, _| Ok(()))
         .is_none());
 }
 
