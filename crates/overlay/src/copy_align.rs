@@ -2,15 +2,15 @@
 //! of (`pread`, `pwrite`), so the copy runs at full speed.
 //!
 //! The kernel copies between the page cache and user memory with
-//! `rep movsb`. On AMD Zen that instruction runs six to seven times slower
+//! `rep movsb`. On AMD Zen that instruction runs four to nine times slower
 //! when the destination lies 1 to 31 bytes past the source modulo 4096
 //! (glibc's `memcpy` avoids it for that reason; the kernel does not).
-//! Cipher files put that case in the hot path: blocks of 4096 + 32 bytes
-//! after an 18-byte header start 18 bytes into a page every 128 blocks, so
-//! a 1 MiB write from a page-aligned buffer hits it every time (measured
-//! on a 2-core EPYC VM: 1.4 GiB/s instead of 7–10 GiB/s for the copy into
-//! a tmpfs file). A buffer whose address matches the file offset modulo
-//! [`COPY_ALIGN`] never does.
+//! Cipher files put that case in the hot path: AES-GCM blocks of 4096 + 32
+//! bytes after an 18-byte header start 18 bytes into a page every 128
+//! blocks, so a 1 MiB write from a page-aligned buffer hits it every time
+//! (measured on an EPYC VM: 1.3–1.7 GiB/s at those distances instead of
+//! 7–12 GiB/s for copies to and from a tmpfs file). A buffer whose address
+//! matches the file offset modulo [`COPY_ALIGN`] never does.
 
 /// The alignment at which buffer and file offset are made to agree.
 pub const COPY_ALIGN: usize = 64;
