@@ -12,56 +12,6 @@ use std::time::Duration;
 
 pub use fuser::{Errno, FileAttr, FileType, INodeNo, RenameFlags};
 
-/// Memory a file system provides for the io_uring payload buffers
-/// ([`Ops::payload_memory`]): `len` bytes at `base`, kept mapped by
-/// `owner`.
-pub struct PayloadMemory {
-    base: std::ptr::NonNull<u8>,
-    len: usize,
-    /// Keeps the memory mapped (only held).
-    _owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
-}
-
-// SAFETY: the memory is plain bytes; which thread touches which buffer
-// is arranged by the transport (see `uring::entry`).
-unsafe impl Send for PayloadMemory {}
-
-impl PayloadMemory {
-    /// `len` bytes at `base`.
-    ///
-    /// # Safety
-    /// The bytes must be readable and writable, stay mapped as long as
-    /// `owner` lives, and be used by nothing else in this process
-    /// (another process may write them: they are treated as any payload).
-    pub unsafe fn new(
-        base: std::ptr::NonNull<u8>,
-        len: usize,
-        owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
-    ) -> PayloadMemory {
-        PayloadMemory {
-            base,
-            len,
-            _owner: owner,
-        }
-    }
-
-    /// The start of the memory.
-    pub(crate) fn base(&self) -> *mut u8 {
-        self.base.as_ptr()
-    }
-
-    /// Its length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl std::fmt::Debug for PayloadMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PayloadMemory({:p}, {} bytes)", self.base, self.len)
-    }
-}
-
 /// An operation's outcome: the answer, or the errno for the caller.
 pub type R<T> = Result<T, Errno>;
 
@@ -175,15 +125,6 @@ pub trait Ops: Send + Sync + 'static {
     /// What to ask of the kernel at INIT.
     fn wants(&self) -> Wants {
         Wants::default()
-    }
-
-    /// Memory for `len` bytes of FUSE-over-io_uring payload buffers
-    /// (`uring`): memory shared with a process that answers READs
-    /// straight into it (the keep of `fs mount --keep`), so the answer
-    /// needs no copy into the buffer. None (the default): the transport
-    /// maps private memory.
-    fn payload_memory(&self, len: usize) -> Option<PayloadMemory> {
-        None
     }
 
     /// How long the kernel may cache entries and attributes.

@@ -39,23 +39,6 @@ pub trait Keep: Send + Sync {
         let _ = f;
         Err(Error::BadRequest("this keep has no shared buffers".into()))
     }
-
-    /// Lends `len` bytes of memory shared with the keep, for this process
-    /// to use as its own buffers (FUSE payload buffers) and have requests
-    /// answer straight into ([`SlotAccess::call_into`]); valid as long as
-    /// the keep object lives. None (the default) when the keep has no such
-    /// memory, or none left.
-    fn lend(&self, len: usize) -> Option<std::ptr::NonNull<u8>> {
-        let _ = len;
-        None
-    }
-
-    /// Whether a request can answer straight into `buf`: it lies inside
-    /// the memory [`Keep::lend`] lends.
-    fn answers_into(&self, buf: &[u8]) -> bool {
-        let _ = buf;
-        false
-    }
 }
 
 /// A leased shared buffer (see [`Keep::with_slot`]).
@@ -81,24 +64,6 @@ pub trait SlotAccess {
     fn start(&mut self, op: u32, arg: u64, offset: usize, in_len: usize) -> Result<(), Error>;
     /// Waits for the oldest started request; returns the answer's length.
     fn finish(&mut self) -> Result<usize, Error>;
-    /// One request on `buf()[offset..offset + cap]` (input its first
-    /// `in_len` bytes) whose answer the keep writes into `out` instead, a
-    /// buffer for which [`Keep::answers_into`] holds; returns the answer's
-    /// length. Refused by default.
-    fn call_into(
-        &mut self,
-        op: u32,
-        arg: u64,
-        offset: usize,
-        cap: usize,
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, Error> {
-        let _ = (op, arg, offset, cap, in_len, out);
-        Err(Error::BadRequest(
-            "this keep cannot answer into lent memory".into(),
-        ))
-    }
 }
 
 struct SlotAdapter<'a, 'b>(&'a mut Slot<'b>);
@@ -125,17 +90,6 @@ impl SlotAccess for SlotAdapter<'_, '_> {
     }
     fn finish(&mut self) -> Result<usize, Error> {
         self.0.finish()
-    }
-    fn call_into(
-        &mut self,
-        op: u32,
-        arg: u64,
-        offset: usize,
-        cap: usize,
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, Error> {
-        self.0.call_into(op, arg, offset, cap, in_len, out)
     }
 }
 
@@ -240,14 +194,6 @@ impl Keep for ProcessKeep {
         f: &mut dyn FnMut(&mut dyn SlotAccess) -> Result<(), Error>,
     ) -> Result<(), Error> {
         self.client.with_slot(|slot| f(&mut SlotAdapter(slot)))
-    }
-
-    fn lend(&self, len: usize) -> Option<std::ptr::NonNull<u8>> {
-        self.client.lend(len)
-    }
-
-    fn answers_into(&self, buf: &[u8]) -> bool {
-        self.client.lent_offset(buf).is_some()
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cryptkeep_overlay::{
     file_aligned, file_aligned_start, ContentAlg, Error as OverlayError, FileId, KeyHolder,
-    LentMemory, COPY_ALIGN, PLAIN_BS,
+    COPY_ALIGN, PLAIN_BS,
 };
 
 use crate::keep::Keep;
@@ -311,13 +311,6 @@ impl KeyHolder for KeepKeyHolder {
                 return Ok(());
             }
             let in_len = h + got;
-            let out = &mut out[..room];
-            if self.keep.answers_into(out) {
-                // `out` is lent memory (a FUSE reply buffer): the keep
-                // writes the plaintext there, not over the slot.
-                answered = slot.call_into(OP_OVERLAY_OPEN, first_block, at, in_len, in_len, out)?;
-                return Ok(());
-            }
             let n = slot.call_cap(OP_OVERLAY_OPEN, first_block, at, in_len.max(room), in_len)?;
             if n > room {
                 local = Some(OverlayError::KeyHolder(format!(
@@ -344,15 +337,6 @@ impl KeyHolder for KeepKeyHolder {
             }
             Err(e) => Err(holder_err(e)),
         }
-    }
-
-    fn lend(&self, len: usize) -> Option<LentMemory> {
-        let base = self.keep.lend(len)?;
-        Some(LentMemory {
-            base,
-            len,
-            owner: std::sync::Arc::new(self.keep.clone()),
-        })
     }
 
     fn eme(&self, encrypt: bool, tweak: &[u8; 16], data: &mut [u8]) -> Result<(), OverlayError> {

@@ -109,15 +109,6 @@ impl ContentCipher {
         matches!(self.engine, Engine::Held(_))
     }
 
-    /// Memory the key holder lends for reply buffers
-    /// ([`KeyHolder::lend`]); None for a key in this process.
-    pub fn lend(&self, len: usize) -> Option<crate::holder::LentMemory> {
-        match &self.engine {
-            Engine::Held(h) => h.lend(len),
-            Engine::Local(_) => None,
-        }
-    }
-
     /// The content algorithm.
     pub fn alg(&self) -> ContentAlg {
         self.alg

@@ -19,7 +19,7 @@ use crate::keys::MasterKey;
 use cryptkeep_crypto::eme::Eme;
 use cryptkeep_crypto::Backend;
 
-pub use crate::holder::{KeyHolder, LentMemory};
+pub use crate::holder::KeyHolder;
 
 /// The keys a holder keeps for one file system: the content AEAD and the
 /// EME name cipher, derived from the master key as gocryptfs derives them.

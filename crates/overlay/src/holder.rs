@@ -4,17 +4,6 @@
 use crate::error::Result;
 use crate::header::FileId;
 
-/// Memory a key holder lends the I/O side ([`KeyHolder::lend`]): `len`
-/// bytes at `base`, mapped as long as `owner` lives.
-pub struct LentMemory {
-    /// The start.
-    pub base: std::ptr::NonNull<u8>,
-    /// The length in bytes.
-    pub len: usize,
-    /// Keeps the memory mapped.
-    pub owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
-}
-
 /// Whoever holds the content and name keys and does that crypto on request.
 /// Inputs come from the I/O side and are checked like any other input.
 pub trait KeyHolder: Send + Sync {
@@ -71,16 +60,6 @@ pub trait KeyHolder: Send + Sync {
         let c = crate::copy_align::file_aligned(&mut c, file_off, clen);
         let got = read(c)?;
         self.open_blocks(first_block, file_id, &c[..got.min(clen)], out)
-    }
-
-    /// Lends `len` bytes of memory the holder can answer
-    /// [`KeyHolder::read_and_open`] straight into (memory shared with the
-    /// keep), for the I/O side's reply buffers: an `out` in it gets the
-    /// plaintext without a copy through the holder's own buffer. Each
-    /// byte is lent once. None (the default) when the holder has none.
-    fn lend(&self, len: usize) -> Option<LentMemory> {
-        let _ = len;
-        None
     }
 
     /// The most plaintext bytes [`KeyHolder::seal_and_write`] takes in one

@@ -43,7 +43,7 @@ pub use file::CipherFile;
 pub use flags::FeatureFlag;
 pub use fsck::{FsckReport, Problem};
 pub use header::{FileHeader, FileId, HEADER_LEN};
-pub use held::{HeldKeys, KeyHolder, LentMemory};
+pub use held::{HeldKeys, KeyHolder};
 pub use keys::MasterKey;
 pub use names::{CipherName, DirIv, NameCipher};
 pub use tree::TreeStats;

@@ -109,16 +109,6 @@ impl Ops for OverlayFs {
         }
     }
 
-    /// The keep's lent memory, where it holds the keys: it then decrypts
-    /// a READ straight into the reply buffer.
-    fn payload_memory(&self, len: usize) -> Option<cryptkeep_fuse::ops::PayloadMemory> {
-        let m = self.cd.content().lend(len)?;
-        // SAFETY: the keep lent these bytes to this process alone (each
-        // byte once); they stay mapped as long as `owner` (the keep's
-        // client) lives.
-        Some(unsafe { cryptkeep_fuse::ops::PayloadMemory::new(m.base, m.len, m.owner) })
-    }
-
     fn ttl(&self) -> Duration {
         self.ttl
     }

@@ -15,16 +15,10 @@
 //! (never), anything else or unset: the pressure decides. Without a
 //! readable `/proc/pressure/cpu` (a kernel without PSI, or booted with
 //! `psi=0`) the machine counts as not busy: the loops poll as before.
-//!
-//! [`possible_cpus`] says how many CPUs the kernel's per-CPU structures
-//! are made for.
 
 #![forbid(unsafe_code)]
 
-mod cpus;
 mod reading;
-
-pub use cpus::possible_cpus;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;

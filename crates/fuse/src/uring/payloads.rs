@@ -8,49 +8,22 @@
 //! streaming read this took the daemon's CPU time per MiB down by about a
 //! tenth. Where the kernel gives no huge pages the
 //! buffers are ordinary pages, as before.
-//!
-//! A file system may give memory of its own instead
-//! ([`crate::ops::Ops::payload_memory`]): memory shared with the keep,
-//! which then decrypts a READ's answer straight into the buffer.
 
 use std::io;
-
-use crate::ops::PayloadMemory;
 
 /// The size of a transparent huge page on x86-64.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// `count` buffers of `each` bytes: zero-filled and starting on a
-/// huge-page boundary, unmapped on drop; or in memory the file system
-/// gave, kept as long as this lives.
+/// `count` buffers of `each` bytes, zero-filled, starting on a huge-page
+/// boundary; unmapped on drop.
 pub(crate) struct Payloads {
     base: *mut u8,
     len: usize,
     each: usize,
     count: usize,
-    given: Option<PayloadMemory>,
 }
 
 impl Payloads {
-    /// `count` buffers of `each` bytes in `given` where it is large
-    /// enough, else in a mapping of their own ([`Payloads::new`]).
-    pub(crate) fn in_memory(
-        count: usize,
-        each: usize,
-        given: Option<PayloadMemory>,
-    ) -> io::Result<Payloads> {
-        match given {
-            Some(m) if count.checked_mul(each).is_some_and(|n| n <= m.len()) => Ok(Payloads {
-                base: m.base(),
-                len: m.len(),
-                each,
-                count,
-                given: Some(m),
-            }),
-            _ => Payloads::new(count, each),
-        }
-    }
-
     /// Maps `count` buffers of `each` bytes.
     pub(crate) fn new(count: usize, each: usize) -> io::Result<Payloads> {
         let len = (count * each).div_ceil(HUGE_PAGE).max(1) * HUGE_PAGE;
@@ -91,7 +64,6 @@ impl Payloads {
             len,
             each,
             count,
-            given: None,
         })
     }
 
@@ -105,10 +77,6 @@ impl Payloads {
 
 impl Drop for Payloads {
     fn drop(&mut self) {
-        if self.given.is_some() {
-            // Not ours to unmap: its owner goes with `given`.
-            return;
-        }
         // SAFETY: the run mapped in new(), unmapped once; the caller drops
         // this only when the kernel and every entry are done with it.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
@@ -134,35 +102,6 @@ mod tests {
             let b = unsafe { std::slice::from_raw_parts(p.buffer(i), 1 << 20) };
             assert!(b.iter().all(|&x| x == i as u8 + 1), "buffer {i}");
         }
-    }
-
-    #[test]
-    fn given_memory_is_used_when_large_enough_and_kept_mapped() {
-        let mut own = vec![0u8; 4 * 4096];
-        let base = std::ptr::NonNull::new(own.as_mut_ptr()).unwrap();
-        let owner: std::sync::Arc<dyn std::any::Any + Send + Sync> = std::sync::Arc::new(7u8);
-        // SAFETY: `own` outlives both Payloads and is used by nothing else.
-        let p = Payloads::in_memory(
-            4,
-            4096,
-            Some(unsafe { PayloadMemory::new(base, own.len(), owner.clone()) }),
-        )
-        .unwrap();
-        assert_eq!(p.buffer(0), base.as_ptr());
-        assert_eq!(p.buffer(3) as usize, base.as_ptr() as usize + 3 * 4096);
-        assert_eq!(std::sync::Arc::strong_count(&owner), 2);
-        drop(p);
-        assert_eq!(std::sync::Arc::strong_count(&owner), 1);
-        // Too small: a mapping of its own.
-        // SAFETY: as above.
-        let p = Payloads::in_memory(
-            5,
-            4096,
-            Some(unsafe { PayloadMemory::new(base, own.len(), owner.clone()) }),
-        )
-        .unwrap();
-        assert_ne!(p.buffer(0), base.as_ptr());
-        assert_eq!(p.buffer(0) as usize % HUGE_PAGE, 0);
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub(crate) fn start_queues(
     payload_len: usize,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let dev = Arc::new(dev);
-    let cpus = cryptkeep_pressure::possible_cpus()?;
+    let cpus = possible_cpus()?;
     let mut threads = Vec::with_capacity(cpus);
     for qid in 0..cpus {
         let (fs, dev) = (fs.clone(), dev.clone());
@@ -63,6 +63,22 @@ pub(crate) fn start_queues(
         threads.push(t);
     }
     Ok(threads)
+}
+
+/// CPUs the kernel made queues for (`num_possible_cpus()`).
+fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let mut n = 0;
+    for part in s.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let parse = |x: &str| {
+            x.parse::<usize>()
+                .map_err(|_| io::Error::other(format!("cannot parse possible CPUs {s:?}")))
+        };
+        n = n.max(parse(b)? + 1);
+        parse(a)?;
+    }
+    Ok(n)
 }
 
 fn pin_to_cpu(cpu: usize) {
@@ -88,11 +104,7 @@ fn serve_queue(
     let spin = spin_time();
     cryptkeep_pressure::prepare();
     let fd = dev.as_raw_fd();
-    let payloads = Payloads::in_memory(
-        ENTRIES_PER_QUEUE,
-        payload_len,
-        fs.payload_memory(ENTRIES_PER_QUEUE * payload_len),
-    )?;
+    let payloads = Payloads::new(ENTRIES_PER_QUEUE, payload_len)?;
     let mut entries: Vec<Entry> = (0..ENTRIES_PER_QUEUE)
         .map(|i| Entry::new(payloads.buffer(i), payload_len))
         .collect();

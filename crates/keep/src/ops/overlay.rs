@@ -41,45 +41,6 @@ pub fn handle(
     r
 }
 
-/// Answers an overlay open into `out` (memory the keep lent the I/O
-/// side) instead of over its input; the only operation answered that way.
-/// Wipes as [`handle`] does.
-pub fn handle_into(
-    keys: &HeldKeys,
-    op: u32,
-    arg: u64,
-    buf: &mut [u8],
-    in_len: usize,
-    out: &mut [u8],
-) -> Result<usize, u32> {
-    let r = open_into_op(keys, op, arg, buf, in_len, out);
-    crate::wipe::wipe_request_stack();
-    r
-}
-
-// Not inlined, as handle_op.
-#[inline(never)]
-fn open_into_op(
-    keys: &HeldKeys,
-    op: u32,
-    arg: u64,
-    buf: &mut [u8],
-    in_len: usize,
-    out: &mut [u8],
-) -> Result<usize, u32> {
-    if op != OP_OVERLAY_OPEN {
-        return Err(STATUS_UNSUPPORTED);
-    }
-    if in_len > buf.len() {
-        return Err(STATUS_BAD_DESCRIPTOR);
-    }
-    let id = header(&buf[..in_len])?;
-    if in_len == OVERLAY_HEADER_LEN {
-        return Err(STATUS_BAD_DESCRIPTOR);
-    }
-    open_in_place(keys, arg, id.as_ref(), buf, in_len, Some(out))
-}
-
 // Not inlined: its frames (and the cipher code's) must lie below
 // handle()'s, where the wipe reaches.
 #[inline(never)]
@@ -100,7 +61,7 @@ fn handle_op(
                 return Err(STATUS_BAD_DESCRIPTOR);
             }
             if op == OP_OVERLAY_OPEN {
-                return open_in_place(keys, arg, id.as_ref(), buf, in_len, None);
+                return open_in_place(keys, arg, id.as_ref(), buf, in_len);
             }
             INPUT.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
@@ -177,24 +138,16 @@ fn seal_in_place(
 /// is overwritten before it is copied; and a block copied from the slot
 /// is still in the cache when it is decrypted, where a copy of the whole
 /// request was not.
-///
-/// With `into`, the plaintext goes there instead (lent memory, which must
-/// have room for all of it), block by block in the same way, and the
-/// input is left as it was.
 fn open_in_place(
     keys: &HeldKeys,
     first_block: u64,
     id: Option<&FileId>,
     buf: &mut [u8],
     in_len: usize,
-    mut into: Option<&mut [u8]>,
 ) -> Result<usize, u32> {
     let c = keys.content();
     let cbs = c.cipher_bs();
     let room = c.open_room(in_len - OVERLAY_HEADER_LEN);
-    if into.as_ref().is_some_and(|o| o.len() < room) {
-        return Err(STATUS_BAD_DESCRIPTOR);
-    }
     INPUT.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         // The cipher block, then room for its plaintext.
@@ -206,14 +159,10 @@ fn open_in_place(
             let to = (from + cbs).min(in_len);
             let cipher = &mut cipher[..to - from];
             cipher.copy_from_slice(&buf[from..to]);
-            // Straight into the output where the cipher checks the tag
+            // Straight into the slot where the cipher checks the tag
             // before it decrypts; else in the worker's buffer, then
             // copied.
-            let target: &mut [u8] = match into.as_deref_mut() {
-                Some(o) => o,
-                None => &mut *buf,
-            };
-            let dst = &mut target[out..room.min(out + cryptkeep_overlay::PLAIN_BS)];
+            let dst = &mut buf[out..room.min(out + cryptkeep_overlay::PLAIN_BS)];
             let opened = match c.open_block_verified_into(block, id, cipher, dst) {
                 Some(r) => r.ok(),
                 None => keys
@@ -227,7 +176,7 @@ fn open_in_place(
             .filter(|&n| out + n <= room);
             let Some(n) = opened else {
                 plain.fill(0);
-                target[..room].fill(0);
+                buf[..room].fill(0);
                 return Err(STATUS_FAILED);
             };
             out += n;

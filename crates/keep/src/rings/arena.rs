@@ -10,7 +10,6 @@
 //!   16      depth u32             (ring entries; power of two, 2..=64)
 //!   20      slot_bytes u32        (multiple of 4096)
 //!   24      workers u32           (set by the keep before it hands the arena over)
-//!   28      lent_bytes u32        (multiple of LENT_UNIT, up to MAX_LENT)
 //!   64      shutdown u32          (non-zero: the keep is stopping; own cache line)
 //!   128+64w doorbell of worker w: seq u32 @+0, sleeping u32 @+4 (w < 32),
 //!           cpu u32 @+8 (1 + the CPU the worker is pinned to; 0: not pinned)
@@ -23,30 +22,22 @@
 //!   512     submission entries, 64 bytes each:
 //!             tag u64, op u32, 0 u32, arg u64, offset u64, in_len u32, cap u32
 //!   512+64*depth  completion entries, 16 bytes each: tag u64, status u32, out_len u32
-//! data    = 4096 + 4096*queues: queue q's slot at data + q*slot_bytes,
-//!           then the lent area at data + queues*slot_bytes (lent_bytes)
+//! data    = 4096 + 4096*queues: queue q's slot at data + q*slot_bytes
 //! ```
-//!
-//! The lent area is memory the I/O process uses as its own buffers (the
-//! FUSE-over-io_uring payload buffers of `fs mount --keep`), lent in
-//! units of [`LENT_UNIT`], so that the keep can answer straight into them:
-//! a request may name an output range there besides its range in its
-//! queue's slot. A worker claims the 4 KiB pages of that range for the
-//! request, so no two workers write the same bytes.
 //!
 //! Seals `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` make the size
 //! permanent, so neither process can make the other fault on a truncated
 //! mapping.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU32;
 
 use crate::Error;
 
 /// "CKKEEP01".
 pub const MAGIC: [u8; 8] = *b"CKKEEP01";
 /// Layout version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 1;
 const PAGE: usize = 4096;
 const QUEUE_BYTES: usize = 4096;
 /// Most queues an arena may have.
@@ -57,10 +48,6 @@ pub const MAX_WORKERS: usize = 32;
 pub const SQE_BYTES: usize = 64;
 /// Bytes of one completion entry.
 pub const CQE_BYTES: usize = 16;
-/// The lent area is lent in units of this many bytes.
-pub const LENT_UNIT: usize = 1 << 20;
-/// The largest lent area.
-pub const MAX_LENT: usize = 256 * LENT_UNIT;
 const SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
 /// Geometry of a new arena.
@@ -72,9 +59,6 @@ pub struct ArenaConfig {
     pub slot_bytes: usize,
     /// Entries per ring.
     pub depth: usize,
-    /// Bytes of the lent area (a multiple of [`LENT_UNIT`], up to
-    /// [`MAX_LENT`]; 0 for none).
-    pub lent_bytes: usize,
 }
 
 impl Default for ArenaConfig {
@@ -84,7 +68,6 @@ impl Default for ArenaConfig {
             queues: 8,
             slot_bytes: 1 << 20,
             depth: 8,
-            lent_bytes: 0,
         }
     }
 }
@@ -95,9 +78,6 @@ pub struct Arena {
     base: *mut u8,
     len: usize,
     cfg: ArenaConfig,
-    /// One bit per 4 KiB page of the lent area: whether a keep worker is
-    /// answering into it (this process's own memory, not shared).
-    lent_busy: Box<[AtomicU64]>,
 }
 
 // SAFETY: the mapping is shared memory accessed through atomics (indices,
@@ -108,7 +88,7 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 fn total_len(cfg: &ArenaConfig) -> usize {
-    PAGE + QUEUE_BYTES * cfg.queues + cfg.slot_bytes * cfg.queues + cfg.lent_bytes
+    PAGE + QUEUE_BYTES * cfg.queues + cfg.slot_bytes * cfg.queues
 }
 
 fn check(cfg: &ArenaConfig) -> Result<(), Error> {
@@ -118,8 +98,6 @@ fn check(cfg: &ArenaConfig) -> Result<(), Error> {
         && cfg.slot_bytes >= PAGE
         && cfg.slot_bytes.is_multiple_of(PAGE)
         && cfg.slot_bytes <= 64 << 20
-        && cfg.lent_bytes.is_multiple_of(LENT_UNIT)
-        && cfg.lent_bytes <= MAX_LENT
         && 512 + cfg.depth * (SQE_BYTES + CQE_BYTES) <= QUEUE_BYTES;
     if ok {
         Ok(())
@@ -173,7 +151,7 @@ impl Arena {
             return Err(Error::last_os("sealing the arena"));
         }
         let base = map(&fd, len)?;
-        let a = Arena::mapped(fd, base, len, cfg);
+        let a = Arena { fd, base, len, cfg };
         // SAFETY: the header page is inside the fresh (zeroed) mapping.
         unsafe {
             std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), base, 8);
@@ -181,7 +159,6 @@ impl Arena {
             (base.add(12) as *mut u32).write_unaligned((cfg.queues as u32).to_le());
             (base.add(16) as *mut u32).write_unaligned((cfg.depth as u32).to_le());
             (base.add(20) as *mut u32).write_unaligned((cfg.slot_bytes as u32).to_le());
-            (base.add(28) as *mut u32).write_unaligned((cfg.lent_bytes as u32).to_le());
         }
         Ok(a)
     }
@@ -212,7 +189,7 @@ impl Arena {
         }
         let head = map(&fd, PAGE)?;
         // SAFETY: the first page is mapped.
-        let (magic, version, q, d, s, l) = unsafe {
+        let (magic, version, q, d, s) = unsafe {
             let mut m = [0u8; 8];
             std::ptr::copy_nonoverlapping(head, m.as_mut_ptr(), 8);
             (
@@ -221,7 +198,6 @@ impl Arena {
                 u32::from_le((head.add(12) as *const u32).read_unaligned()) as usize,
                 u32::from_le((head.add(16) as *const u32).read_unaligned()) as usize,
                 u32::from_le((head.add(20) as *const u32).read_unaligned()) as usize,
-                u32::from_le((head.add(28) as *const u32).read_unaligned()) as usize,
             )
         };
         // SAFETY: unmapping the probe mapping made above.
@@ -235,7 +211,6 @@ impl Arena {
             queues: q,
             depth: d,
             slot_bytes: s,
-            lent_bytes: l,
         };
         check(&cfg)?;
         let len = total_len(&cfg);
@@ -245,19 +220,7 @@ impl Arena {
             )));
         }
         let base = map(&fd, len)?;
-        Ok(Arena::mapped(fd, base, len, cfg))
-    }
-
-    fn mapped(fd: OwnedFd, base: *mut u8, len: usize, cfg: ArenaConfig) -> Arena {
-        Arena {
-            fd,
-            base,
-            len,
-            cfg,
-            lent_busy: (0..(cfg.lent_bytes / PAGE).div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-        }
+        Ok(Arena { fd, base, len, cfg })
     }
 
     /// The memfd, to hand to the other process.
@@ -331,74 +294,12 @@ impl Arena {
         PAGE + QUEUE_BYTES * self.cfg.queues
     }
 
-    /// Offset of the lent area in the data area (after the slots).
-    pub(crate) fn lent_off(&self) -> usize {
-        self.cfg.queues * self.cfg.slot_bytes
-    }
-
-    /// The range of the lent area `[from, from + len)` (offsets in the
-    /// data area) as the pages it touches, if it lies inside the area and
-    /// is not empty.
-    pub(crate) fn lent_pages(&self, from: u64, len: u32) -> Option<std::ops::Range<usize>> {
-        let rel = from.checked_sub(self.lent_off() as u64)?;
-        let last = rel.checked_add(u64::from(len))?.checked_sub(1)?;
-        if last >= self.cfg.lent_bytes as u64 {
-            return None;
-        }
-        Some((rel / PAGE as u64) as usize..(last / PAGE as u64) as usize + 1)
-    }
-
-    /// Takes `pages` of the lent area for one request's answer: false if
-    /// another worker answers into any of them now (the I/O side named
-    /// overlapping ranges in two requests at once); nothing is taken then.
-    pub(crate) fn claim_lent(&self, pages: std::ops::Range<usize>) -> bool {
-        for (i, (w, mask)) in page_words(pages.clone()).enumerate() {
-            let prev = self.lent_busy[w].fetch_or(mask, Ordering::Acquire);
-            if prev & mask != 0 {
-                // Give back what this call set: this word's bits that were
-                // not set before, and all of the earlier words' bits.
-                self.lent_busy[w].fetch_and(!(mask & !prev), Ordering::Release);
-                for (w, mask) in page_words(pages).take(i) {
-                    self.lent_busy[w].fetch_and(!mask, Ordering::Release);
-                }
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Gives `pages` back (after [`Arena::claim_lent`] took them).
-    pub(crate) fn release_lent(&self, pages: std::ops::Range<usize>) {
-        for (w, mask) in page_words(pages) {
-            self.lent_busy[w].fetch_and(!mask, Ordering::Release);
-        }
-    }
-
     /// Pointer to byte `off` of the data area (no bounds check: callers
     /// check against [`Arena::data_len`]).
     pub(crate) fn data_ptr(&self, off: usize) -> *mut u8 {
         // SAFETY: callers keep off within the data area.
         unsafe { self.base.add(self.data_off() + off) }
     }
-}
-
-/// The busy-bit words (64 pages each) and the masks of `pages` in them.
-fn page_words(pages: std::ops::Range<usize>) -> impl Iterator<Item = (usize, u64)> {
-    let mut p = pages.start;
-    std::iter::from_fn(move || {
-        if p >= pages.end {
-            return None;
-        }
-        let (w, bit) = (p / 64, p % 64);
-        let n = (64 - bit).min(pages.end - p);
-        let mask = if n == 64 {
-            u64::MAX
-        } else {
-            ((1u64 << n) - 1) << bit
-        };
-        p += n;
-        Some((w, mask))
-    })
 }
 
 impl Drop for Arena {

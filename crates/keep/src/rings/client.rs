@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::arena::{Arena, LENT_UNIT, MAX_WORKERS};
+use super::arena::{Arena, MAX_WORKERS};
 use super::entry::{read_cqe, write_sqe, Submission};
 use super::futex;
 use super::spin::SpinBudget;
@@ -102,8 +102,6 @@ pub struct Client {
     /// ([`CONTENDED_WAIT`]).
     contended_until: AtomicU64,
     epoch: Instant,
-    /// The first lent unit not lent yet ([`Client::lend`]).
-    lent_next: AtomicUsize,
 }
 
 /// A small request a floating worker answered this late means the machine
@@ -177,7 +175,6 @@ impl Client {
             floating,
             contended_until: AtomicU64::new(0),
             epoch: Instant::now(),
-            lent_next: AtomicUsize::new(0),
         })
     }
 
@@ -200,35 +197,6 @@ impl Client {
             self.contended_until
                 .fetch_max(until.as_nanos() as u64, Ordering::Relaxed);
         }
-    }
-
-    /// Lends `len` bytes of the arena's lent area for this process to use
-    /// as its own buffers, starting on a lent unit (`arena.rs`): requests
-    /// can then answer straight into them ([`Slot::call_into`]). None once
-    /// the area is used up. The memory stays mapped as long as the client
-    /// lives, and holds whatever was written there last.
-    pub fn lend(&self, len: usize) -> Option<std::ptr::NonNull<u8>> {
-        let units = len.div_ceil(LENT_UNIT).max(1);
-        let total = self.arena.config().lent_bytes / LENT_UNIT;
-        let first = self
-            .lent_next
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                n.checked_add(units).filter(|&e| e <= total)
-            })
-            .ok()?;
-        std::ptr::NonNull::new(
-            self.arena
-                .data_ptr(self.arena.lent_off() + first * LENT_UNIT),
-        )
-    }
-
-    /// The data-area offset of `buf` if it lies inside the lent area
-    /// (and is not empty), where a request can answer into it.
-    pub fn lent_offset(&self, buf: &[u8]) -> Option<u64> {
-        let start = self.arena.data_ptr(self.arena.lent_off()) as usize;
-        let from = (buf.as_ptr() as usize).checked_sub(start)?;
-        let last = (from + buf.len()).checked_sub(1)?;
-        (last < self.arena.config().lent_bytes).then_some((self.arena.lent_off() + from) as u64)
     }
 
     /// The largest buffer one call may carry (a queue's slot).
@@ -374,21 +342,7 @@ impl Client {
             offset,
             in_len,
             cap,
-            out_offset: 0,
-            out_cap: 0,
         };
-        let c = self.round_trip(q, &mut st, s)?;
-        Ok((c.status, c.out_len))
-    }
-
-    /// Pushes the descriptor `s` (its tag replaced) on `queue` and waits
-    /// for its completion: for tests of the keep's checks of output ranges.
-    #[doc(hidden)]
-    pub fn submit_raw_entry(&self, queue: usize, mut s: Submission) -> Result<(u32, u32), Error> {
-        let q = queue % self.queues.len();
-        let mut st = self.queues[q].lock().unwrap_or_else(|p| p.into_inner());
-        st.local = false;
-        s.tag = st.next_tag;
         let c = self.round_trip(q, &mut st, s)?;
         Ok((c.status, c.out_len))
     }
@@ -622,49 +576,6 @@ impl Slot<'_> {
         cap: usize,
         in_len: usize,
     ) -> Result<(), Error> {
-        self.start_with(op, arg, offset, cap, in_len, (0, 0))
-    }
-
-    /// One request on `buf()[offset..offset + cap]`, whose first `in_len`
-    /// bytes are the input, answered into `out` instead: memory lent by
-    /// [`Client::lend`]. Returns the answer's length (at most
-    /// `out.len()`). Requests in flight at once must answer into disjoint
-    /// 4 KiB pages: the keep refuses one whose pages another is writing.
-    pub fn call_into(
-        &mut self,
-        op: u32,
-        arg: u64,
-        offset: usize,
-        cap: usize,
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, Error> {
-        let at = self.client.lent_offset(out).ok_or_else(|| {
-            Error::BadRequest(format!(
-                "{} into {} bytes that are not lent memory",
-                op_name(op),
-                out.len()
-            ))
-        })?;
-        let out_cap = u32::try_from(out.len())
-            .map_err(|_| Error::BadRequest(format!("a {}-byte output", out.len())))?;
-        self.start_with(op, arg, offset, cap, in_len, (at, out_cap))?;
-        // The keep writes `out` until the answer comes (as the kernel does
-        // a read(2) buffer); this thread does not touch it meanwhile.
-        self.finish()
-    }
-
-    /// Starts a request; `out` is its output range (data-area offset and
-    /// length) or `(0, 0)` to answer over the input.
-    fn start_with(
-        &mut self,
-        op: u32,
-        arg: u64,
-        offset: usize,
-        cap: usize,
-        in_len: usize,
-        out: (u64, u32),
-    ) -> Result<(), Error> {
         let slot = self.client.max_request();
         if offset.checked_add(cap).is_none_or(|e| e > slot) || in_len > cap {
             return Err(Error::BadRequest(format!(
@@ -683,12 +594,9 @@ impl Slot<'_> {
             offset: (self.q * slot + offset) as u64,
             in_len: in_len as u32,
             cap: cap as u32,
-            out_offset: out.0,
-            out_cap: out.1,
         };
         self.client.submit(self.q, &mut self.state, &s)?;
-        let answer_cap = if out.1 == 0 { cap } else { out.1 as usize };
-        self.pending.push_back((s.tag, op, answer_cap));
+        self.pending.push_back((s.tag, op, cap));
         Ok(())
     }
 

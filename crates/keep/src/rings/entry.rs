@@ -18,11 +18,6 @@ pub struct Submission {
     pub in_len: u32,
     /// Buffer length: the most the answer may use.
     pub cap: u32,
-    /// Byte offset in the data area of where the answer goes instead, in
-    /// the lent area (`arena.rs`); only with `out_cap` non-zero.
-    pub out_offset: u64,
-    /// Length of that output range; 0: the answer goes over the input.
-    pub out_cap: u32,
 }
 
 /// A completion.
@@ -48,8 +43,6 @@ pub(crate) unsafe fn read_sqe(p: *const u8) -> Submission {
             offset: std::ptr::read_volatile(p.add(24) as *const u64),
             in_len: std::ptr::read_volatile(p.add(32) as *const u32),
             cap: std::ptr::read_volatile(p.add(36) as *const u32),
-            out_offset: std::ptr::read_volatile(p.add(40) as *const u64),
-            out_cap: std::ptr::read_volatile(p.add(48) as *const u32),
         }
     }
 }
@@ -66,8 +59,6 @@ pub(crate) unsafe fn write_sqe(p: *mut u8, s: &Submission) {
         std::ptr::write_volatile(p.add(24) as *mut u64, s.offset);
         std::ptr::write_volatile(p.add(32) as *mut u32, s.in_len);
         std::ptr::write_volatile(p.add(36) as *mut u32, s.cap);
-        std::ptr::write_volatile(p.add(40) as *mut u64, s.out_offset);
-        std::ptr::write_volatile(p.add(48) as *mut u32, s.out_cap);
     }
 }
 

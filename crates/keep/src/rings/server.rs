@@ -30,23 +30,6 @@ pub trait Handler: Send + Sync {
     /// Handles one request.
     fn handle(&self, op: u32, arg: u64, buf: &mut [u8], in_len: usize) -> Result<usize, u32>;
 
-    /// Handles one request whose answer goes to `out` (a range of the
-    /// lent area, `arena.rs`) instead of over its input in `buf`; returns
-    /// the answer's length. `out` is shared memory too, which the I/O
-    /// process may read and write meanwhile. None by default
-    /// (`STATUS_UNSUPPORTED`).
-    fn handle_into(
-        &self,
-        op: u32,
-        arg: u64,
-        buf: &mut [u8],
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, u32> {
-        let _ = (op, arg, buf, in_len, out);
-        Err(crate::proto::STATUS_UNSUPPORTED)
-    }
-
     /// How long a worker polls for the next request before it sleeps,
     /// unless `CRYPTKEEP_KEEP_SPIN_US` says otherwise: 50 µs, enough for
     /// the back-to-back megabyte requests of a volume. An overlay keep
@@ -464,32 +447,8 @@ fn execute(arena: &Arena, handler: &dyn Handler, q: usize, s: &Submission) -> Co
     let buf = unsafe {
         std::slice::from_raw_parts_mut(arena.data_ptr(s.offset as usize), s.cap as usize)
     };
-    if s.out_cap == 0 {
-        return match handler.handle(s.op, s.arg, buf, s.in_len as usize) {
-            Ok(n) if n <= s.cap as usize => done(STATUS_OK, n as u32),
-            Ok(_) => done(crate::proto::STATUS_FAILED, 0),
-            Err(status) => done(status.max(1), 0),
-        };
-    }
-    let Some(pages) = arena.lent_pages(s.out_offset, s.out_cap) else {
-        return done(STATUS_BAD_DESCRIPTOR, 0);
-    };
-    // Another worker answering into one of these pages now means the I/O
-    // side named them twice: refused, so no two workers write one byte.
-    if !arena.claim_lent(pages.clone()) {
-        return done(STATUS_BAD_DESCRIPTOR, 0);
-    }
-    // SAFETY: [out_offset, out_offset + out_cap) lies inside the lent area
-    // (checked above), after every slot, and this worker alone holds its
-    // pages on the keep's side until they are released below. As for
-    // `buf`, the I/O process may read and write it meanwhile.
-    let out = unsafe {
-        std::slice::from_raw_parts_mut(arena.data_ptr(s.out_offset as usize), s.out_cap as usize)
-    };
-    let r = handler.handle_into(s.op, s.arg, buf, s.in_len as usize, out);
-    arena.release_lent(pages);
-    match r {
-        Ok(n) if n <= s.out_cap as usize => done(STATUS_OK, n as u32),
+    match handler.handle(s.op, s.arg, buf, s.in_len as usize) {
+        Ok(n) if n <= s.cap as usize => done(STATUS_OK, n as u32),
         Ok(_) => done(crate::proto::STATUS_FAILED, 0),
         Err(status) => done(status.max(1), 0),
     }

@@ -17,20 +17,6 @@ use crate::shm::Handler;
 /// go to the keep in place and took two extra copies.
 pub const OVERLAY_SLOT_BYTES: usize = (1 << 20) + (64 << 10);
 
-/// Lent units (1 MiB each, `rings/arena.rs`) an overlay keep lends per
-/// possible CPU: the reply buffers of one FUSE-over-io_uring queue (its
-/// ring entries, one 1 MiB buffer each), so the keep decrypts READs
-/// straight into them. A queue that finds none left uses private
-/// buffers, answered through the slot as before.
-pub const OVERLAY_LENT_PER_CPU: usize = 4;
-
-/// The lent area of an overlay keep: [`OVERLAY_LENT_PER_CPU`] units per
-/// possible CPU, at most [`crate::shm::MAX_LENT`].
-fn overlay_lent_bytes() -> usize {
-    let cpus = cryptkeep_pressure::possible_cpus().unwrap_or(1);
-    (cpus * OVERLAY_LENT_PER_CPU * crate::shm::LENT_UNIT).min(crate::shm::MAX_LENT)
-}
-
 /// What the host's unlock step hands the overlay keep: the unwrapped
 /// master key (wiped once the keep has derived its keys from it) and the
 /// file system's configuration (feature flags, content cipher).
@@ -57,7 +43,6 @@ pub fn run_overlay(
     unlock: impl FnOnce() -> Result<OverlayKey, Failure>,
 ) -> Result<(), Failure> {
     cfg.arena.slot_bytes = cfg.arena.slot_bytes.max(OVERLAY_SLOT_BYTES);
-    cfg.arena.lent_bytes = overlay_lent_bytes();
     let (control, lc_hooked) = super::start(&mut cfg)?;
     let prepared = match prepare(unlock) {
         Ok(p) => p,
@@ -122,19 +107,6 @@ impl Handler for OverlayHandler {
             }
             _ => Err(STATUS_UNSUPPORTED),
         }
-    }
-
-    /// An overlay open answered into lent memory (the FUSE reply buffer
-    /// of `fs mount --keep`): the plaintext goes there and nowhere else.
-    fn handle_into(
-        &self,
-        op: u32,
-        arg: u64,
-        buf: &mut [u8],
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, u32> {
-        crate::ops::overlay::handle_into(&self.keys, op, arg, buf, in_len, out)
     }
 
     /// 300 µs: a tar extract through `fs mount --keep` ran as fast as

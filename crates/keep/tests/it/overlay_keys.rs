@@ -29,15 +29,6 @@ struct LocalKeep {
     slot: usize,
     /// Slot requests made so far.
     requests: std::sync::atomic::AtomicUsize,
-    /// Memory it lends ([`Keep::lend`]), all of it at once.
-    lent: Box<[std::sync::atomic::AtomicU8]>,
-}
-
-impl LocalKeep {
-    fn lent_range(&self) -> std::ops::Range<usize> {
-        let start = self.lent.as_ptr() as usize;
-        start..start + self.lent.len()
-    }
 }
 
 fn refused(op: u32, status: u32) -> Error {
@@ -79,20 +70,6 @@ impl SlotAccess for LocalSlot<'_> {
     fn finish(&mut self) -> Result<usize, Error> {
         Err(Error::BadRequest("not used".into()))
     }
-    fn call_into(
-        &mut self,
-        op: u32,
-        arg: u64,
-        offset: usize,
-        cap: usize,
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, Error> {
-        let b = &mut self.buf[offset..offset + cap];
-        self.h
-            .handle_into(op, arg, b, in_len, out)
-            .map_err(|s| refused(op, s))
-    }
 }
 
 impl Keep for LocalKeep {
@@ -124,14 +101,6 @@ impl Keep for LocalKeep {
             buf: vec![0u8; self.slot],
         })
     }
-    fn lend(&self, len: usize) -> Option<std::ptr::NonNull<u8>> {
-        // Atomics: bytes written through a pointer from a shared borrow.
-        (len <= self.lent.len()).then(|| std::ptr::NonNull::new(self.lent.as_ptr() as *mut u8))?
-    }
-    fn answers_into(&self, buf: &[u8]) -> bool {
-        let (r, at) = (self.lent_range(), buf.as_ptr() as usize);
-        r.contains(&at) && at + buf.len() <= r.end
-    }
 }
 
 /// A config and master key, the in-process cipher directory, and one whose
@@ -150,7 +119,6 @@ fn setup(opts: InitOptions, slot: usize) -> (CipherDir, CipherDir, Arc<LocalKeep
         handler: OverlayHandler::new(keys),
         slot,
         requests: Default::default(),
-        lent: (0..64 << 10).map(|_| Default::default()).collect(),
     });
     let holder = KeepKeyHolder::new(keep.clone(), cfg.content_alg()).unwrap();
     let held = CipherDir::with_key_holder(root, cfg, Arc::new(holder)).unwrap();
@@ -278,72 +246,6 @@ fn ciphertext_read_into_the_slot_opens() {
         .unwrap();
     assert_eq!(r.unwrap(), 3 * 4096);
     assert_eq!(out[..3 * 4096], plain[..3 * 4096]);
-}
-
-/// With lent memory as the output (a FUSE reply buffer), the keep opens
-/// straight into it in one request, and what it writes there is the
-/// plaintext; an output outside it goes through the slot as before.
-#[test]
-fn ciphertext_read_into_the_slot_opens_into_lent_memory() {
-    let (local, held, keep) = setup(InitOptions::default(), 64 << 10);
-    assert!(
-        local.content().lend(4096).is_none(),
-        "no keep, nothing lent"
-    );
-    let lent = held.content().lend(16 * 4096).expect("the keep lends");
-    assert!(held.content().lend(1 << 20).is_none(), "more than it has");
-    // SAFETY: the test keep lent these bytes; it lives until the end.
-    let out = unsafe { std::slice::from_raw_parts_mut(lent.base.as_ptr(), lent.len) };
-    out.fill(0xee);
-    let id = FileHeader::random().unwrap().id;
-    let plain: Vec<u8> = (0..12 * 4096 - 5).map(|i| (i * 7 % 241) as u8).collect();
-    let ct = local.content().encrypt_blocks(2, &id, &plain).unwrap();
-    let coff = (HEADER_LEN + 2 * local.content().cipher_bs()) as u64;
-    let read = |buf: &mut [u8], at: usize| -> Result<usize, OverlayError> {
-        let n = buf.len().min(ct.len().saturating_sub(at));
-        buf[..n].copy_from_slice(&ct[at..at + n]);
-        Ok(n)
-    };
-    let before = keep.requests.load(std::sync::atomic::Ordering::Relaxed);
-    let r = held
-        .content()
-        .read_and_open(
-            2,
-            &id,
-            ct.len(),
-            coff,
-            &read,
-            &mut out[4096..4096 + 12 * 4096],
-        )
-        .expect("fits one slot");
-    assert_eq!(r.unwrap(), plain.len());
-    assert_eq!(out[4096..4096 + plain.len()], plain[..]);
-    assert!(
-        out[..4096].iter().all(|&b| b == 0xee),
-        "written before its range"
-    );
-    assert_eq!(
-        keep.requests.load(std::sync::atomic::Ordering::Relaxed),
-        before + 1
-    );
-    // Tampered: the block is named, and no plaintext is left in the reply.
-    let mut bad = ct.clone();
-    bad[5 * local.content().cipher_bs() + 60] ^= 1;
-    let read_bad = |buf: &mut [u8], at: usize| -> Result<usize, OverlayError> {
-        let n = buf.len().min(bad.len().saturating_sub(at));
-        buf[..n].copy_from_slice(&bad[at..at + n]);
-        Ok(n)
-    };
-    match held
-        .content()
-        .read_and_open(2, &id, bad.len(), coff, &read_bad, &mut out[..12 * 4096])
-        .unwrap()
-    {
-        Err(OverlayError::Auth { block, .. }) => assert_eq!(block, Some(7)),
-        other => panic!("tampered block 7 gave {other:?}"),
-    }
-    let room = local.content().open_room(bad.len());
-    assert!(out[..room].iter().all(|&b| b == 0), "plaintext left behind");
 }
 
 /// Blocks sealed in the keep's slot and written from there, after a
@@ -581,44 +483,6 @@ fn an_open_request_is_answered_in_place_block_by_block() {
     );
 }
 
-/// An open answered into lent memory: the plaintext there, the input left
-/// as it was; an output too small for it, or any other operation, is
-/// refused.
-#[test]
-fn an_open_request_is_answered_into_lent_memory() {
-    let (local, _, keep) = setup(InitOptions::default(), 64 << 10);
-    let h = &keep.handler;
-    let id = FileHeader::random().unwrap().id;
-    let plain: Vec<u8> = (0..3 * 4096 + 10).map(|i| (i % 197 + 3) as u8).collect();
-    let ct = local.content().encrypt_blocks(0, &id, &plain).unwrap();
-    let mut req = id.to_vec();
-    req.push(1);
-    req.resize(OVERLAY_HEADER_LEN, 0);
-    req.extend_from_slice(&ct);
-    let mut buf = vec![0u8; 64 << 10];
-    buf[..req.len()].copy_from_slice(&req);
-    let mut out = vec![0u8; 4 * 4096];
-    assert_eq!(
-        h.handle_into(OP_OVERLAY_OPEN, 0, &mut buf, req.len(), &mut out),
-        Ok(plain.len())
-    );
-    assert_eq!(out[..plain.len()], plain[..]);
-    assert_eq!(buf[..req.len()], req[..], "input changed");
-    let small = &mut out[..plain.len() - 1];
-    assert_eq!(
-        h.handle_into(OP_OVERLAY_OPEN, 0, &mut buf, req.len(), small),
-        Err(STATUS_BAD_DESCRIPTOR)
-    );
-    for op in [OP_OVERLAY_SEAL, OP_NAME_DECRYPT, OP_NAMES_DECRYPT, OP_NULL] {
-        assert_eq!(
-            h.handle_into(op, 0, &mut buf, req.len(), &mut out),
-            Err(STATUS_UNSUPPORTED),
-            "{}",
-            op_name(op)
-        );
-    }
-}
-
 /// A block sealed under another block number (its ciphertext intact, so
 /// decrypting it gives its plaintext; only the associated data differs)
 /// fails the open, and a peer reading the slot all along never sees that
@@ -653,36 +517,30 @@ fn a_failed_blocks_plaintext_never_reaches_the_slot() {
         for n in 0..6 {
             req.extend_from_slice(&block(n, if n == 3 { 99 } else { n as u64 }));
         }
-        // In place (the slot), then into lent memory (a reply buffer).
-        for into in [false, true] {
-            let mut map = cryptkeep_testkit::SharedMap::new(64 << 10);
-            let peer = map.watch(3 * 4096, plain[3 * 4096..3 * 4096 + 16].to_vec());
-            let (before, deadline) = (peer.reads(), Instant::now() + Duration::from_secs(60));
-            let ran = |p: &cryptkeep_testkit::Watcher| p.reads() >= before + 1000;
-            let mut input = vec![0u8; 64 << 10];
-            let mut round = 0;
-            while round < 500 || (!ran(&peer) && Instant::now() < deadline) {
-                round += 1;
-                // SAFETY: the peer only reads; what it sees is the test.
-                let buf = unsafe { map.mine() };
-                let r = if into {
-                    input[..req.len()].copy_from_slice(&req);
-                    h.handle_into(OP_OVERLAY_OPEN, 0, &mut input, req.len(), buf)
-                } else {
-                    buf[..req.len()].copy_from_slice(&req);
-                    h.handle(OP_OVERLAY_OPEN, 0, buf, req.len())
-                };
-                assert_eq!(r, Err(STATUS_FAILED), "{:?}", c.alg());
-            }
-            assert!(ran(&peer), "the peer barely ran during the opens");
+        let mut map = cryptkeep_testkit::SharedMap::new(64 << 10);
+        let peer = map.watch(3 * 4096, plain[3 * 4096..3 * 4096 + 16].to_vec());
+        let (before, deadline) = (peer.reads(), Instant::now() + Duration::from_secs(60));
+        let ran = |p: &cryptkeep_testkit::Watcher| p.reads() >= before + 1000;
+        let mut round = 0;
+        while round < 500 || (!ran(&peer) && Instant::now() < deadline) {
+            round += 1;
+            // SAFETY: the peer only reads; what it sees is the test.
+            let buf = unsafe { map.mine() };
+            buf[..req.len()].copy_from_slice(&req);
             assert_eq!(
-                peer.seen(),
-                0,
-                "{:?}: a failed block's plaintext reached the {}",
-                c.alg(),
-                if into { "lent memory" } else { "slot" }
+                h.handle(OP_OVERLAY_OPEN, 0, buf, req.len()),
+                Err(STATUS_FAILED),
+                "{:?}",
+                c.alg()
             );
         }
+        assert!(ran(&peer), "the peer barely ran during the opens");
+        assert_eq!(
+            peer.seen(),
+            0,
+            "{:?}: a failed block's plaintext reached the slot",
+            c.alg()
+        );
     }
 }
 

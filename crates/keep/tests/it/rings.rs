@@ -8,10 +8,8 @@ use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cryptkeep_keep::proto::{STATUS_BAD_DESCRIPTOR, STATUS_FAILED, STATUS_UNSUPPORTED};
-use cryptkeep_keep::rings::{
-    serve, Arena, ArenaConfig, Client, Handler, Submission, LENT_UNIT, MAX_LENT,
-};
+use cryptkeep_keep::proto::{STATUS_BAD_DESCRIPTOR, STATUS_FAILED};
+use cryptkeep_keep::rings::{serve, Arena, ArenaConfig, Client, Handler};
 use cryptkeep_keep::{control, spawn, Error};
 
 const CHILD_ENV: &str = "KEEP_RINGS_CHILD";
@@ -64,32 +62,6 @@ impl Handler for TestHandler {
             _ => Err(STATUS_FAILED),
         }
     }
-
-    /// OP_XOR's answer written to `out` (the input left as it was), and
-    /// OP_SLOW; nothing else.
-    fn handle_into(
-        &self,
-        op: u32,
-        _arg: u64,
-        buf: &mut [u8],
-        in_len: usize,
-        out: &mut [u8],
-    ) -> Result<usize, u32> {
-        match op {
-            OP_XOR if out.len() >= in_len => {
-                for (o, b) in out.iter_mut().zip(&buf[..in_len]) {
-                    *o = b ^ 0x5a;
-                }
-                Ok(in_len)
-            }
-            OP_SLOW => {
-                std::thread::sleep(Duration::from_millis(300));
-                out[0] = 0x77;
-                Ok(1)
-            }
-            _ => Err(STATUS_UNSUPPORTED),
-        }
-    }
 }
 
 /// The keep side, run in a child process.
@@ -104,7 +76,6 @@ fn child_server() {
         queues: 4,
         slot_bytes: 256 * 1024,
         depth: 4,
-        lent_bytes: 2 * LENT_UNIT,
     };
     let arena = Arc::new(Arena::create(cfg).unwrap());
     let workers = std::env::var("CK_TEST_WORKERS")
@@ -516,109 +487,6 @@ fn hostile_descriptors_fail_alone() {
     assert!(b.iter().all(|&x| x == 7 ^ 0x5a));
 }
 
-/// Lent memory: lent once, and answered into straight, anywhere in it.
-#[test]
-fn answers_go_straight_into_lent_memory() {
-    let p = start();
-    let a = p.client.lend(LENT_UNIT).expect("the first unit");
-    let b = p.client.lend(LENT_UNIT - 100).expect("the second unit");
-    assert_eq!(b.as_ptr() as usize - a.as_ptr() as usize, LENT_UNIT);
-    assert!(p.client.lend(1).is_none(), "two units lent out of two");
-    // SAFETY: the two units are lent to this test and mapped while the
-    // client lives.
-    let lent = unsafe { std::slice::from_raw_parts_mut(a.as_ptr(), 2 * LENT_UNIT) };
-    p.client.with_slot(|slot| {
-        slot.buf()[..6].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
-        let out = &mut lent[LENT_UNIT - 6..LENT_UNIT];
-        assert_eq!(slot.call_into(OP_XOR, 0, 0, 6, 6, out).unwrap(), 6);
-        assert_eq!(
-            out,
-            &[1 ^ 0x5a, 2 ^ 0x5a, 3 ^ 0x5a, 4 ^ 0x5a, 5 ^ 0x5a, 6 ^ 0x5a]
-        );
-        assert_eq!(&slot.buf()[..6], &[1, 2, 3, 4, 5, 6], "input left alone");
-        // Across two units.
-        let across = &mut lent[LENT_UNIT - 3..LENT_UNIT + 3];
-        assert_eq!(slot.call_into(OP_XOR, 0, 0, 6, 6, across).unwrap(), 6);
-        assert_eq!(
-            across,
-            &[1 ^ 0x5a, 2 ^ 0x5a, 3 ^ 0x5a, 4 ^ 0x5a, 5 ^ 0x5a, 6 ^ 0x5a]
-        );
-        // Not lent: refused on this side.
-        let mut own = [0u8; 6];
-        assert!(matches!(
-            slot.call_into(OP_XOR, 0, 0, 6, 6, &mut own),
-            Err(Error::BadRequest(_))
-        ));
-        // An operation the handler does not answer into lent memory.
-        assert!(matches!(
-            slot.call_into(OP_GROW, 0, 0, 6, 6, &mut lent[..8]),
-            Err(Error::Refused { status, .. }) if status == STATUS_UNSUPPORTED
-        ));
-    });
-    assert!(p.client.lent_offset(&lent[..]).is_some());
-    assert!(p.client.lent_offset(&lent[..0]).is_none());
-}
-
-/// Output ranges the I/O side makes up: refused, whatever they point at,
-/// and a page of lent memory is answered into by one worker at a time.
-#[test]
-fn hostile_output_ranges_fail_alone() {
-    let p = start();
-    let slot = p.client.max_request() as u64;
-    let lent = 4 * slot;
-    let unit = LENT_UNIT as u64;
-    let raw = |queue: usize, op: u32, out_offset: u64, out_cap: u32| {
-        let s = Submission {
-            tag: 0,
-            op,
-            arg: 0,
-            offset: queue as u64 * slot,
-            in_len: 8,
-            cap: 16,
-            out_offset,
-            out_cap,
-        };
-        p.client.submit_raw_entry(queue, s).unwrap()
-    };
-    let cases: [(u64, u32); 6] = [
-        (slot, 16),                // into queue 1's slot
-        (0, 16),                   // into queue 0's slot
-        (lent - 8, 16),            // from the last slot into the lent area
-        (lent + 2 * unit - 8, 16), // past the end of the lent area
-        (u64::MAX - 4, 16),        // offset + cap overflows
-        (lent + 1000 * unit, 16),  // far outside the arena
-    ];
-    for (off, cap) in cases {
-        assert_eq!(
-            raw(1, OP_XOR, off, cap),
-            (STATUS_BAD_DESCRIPTOR, 0),
-            "output {off}+{cap}"
-        );
-    }
-    assert_eq!(raw(1, OP_XOR, lent + unit - 4, 8), (0, 8), "across units");
-    // Pages another worker answers into now: refused, then free again;
-    // the pages beside them are not held.
-    std::thread::scope(|s| {
-        let first = s.spawn(|| raw(0, OP_SLOW, lent + 4096 + 100, 4096));
-        std::thread::sleep(Duration::from_millis(100));
-        for (off, cap) in [(lent + 4096 + 50, 8), (lent + 8190, 8), (lent, 3 * 4096)] {
-            assert_eq!(
-                raw(1, OP_XOR, off, cap),
-                (STATUS_BAD_DESCRIPTOR, 0),
-                "{off}+{cap}"
-            );
-        }
-        assert_eq!(raw(1, OP_XOR, lent + 4000, 16), (0, 8), "the page before");
-        assert_eq!(
-            raw(1, OP_XOR, lent + 3 * 4096, 16),
-            (0, 8),
-            "the page after"
-        );
-        assert_eq!(first.join().unwrap(), (0, 1));
-    });
-    assert_eq!(raw(1, OP_XOR, lent + 50, 8), (0, 8));
-}
-
 #[test]
 fn corrupt_ring_indices_do_not_bring_the_keep_down() {
     let mut p = start();
@@ -754,18 +622,4 @@ fn only_sealed_well_formed_arenas_are_accepted() {
         ..ArenaConfig::default()
     })
     .is_err());
-    for lent_bytes in [LENT_UNIT + 4096, MAX_LENT + LENT_UNIT] {
-        assert!(Arena::create(ArenaConfig {
-            lent_bytes,
-            ..ArenaConfig::default()
-        })
-        .is_err());
-    }
-    let with_lent = ArenaConfig {
-        lent_bytes: 3 * LENT_UNIT,
-        ..ArenaConfig::default()
-    };
-    let good = Arena::create(with_lent).unwrap();
-    let other = Arena::from_fd(good.fd().try_clone_to_owned().unwrap()).unwrap();
-    assert_eq!(other.config(), with_lent);
 }
